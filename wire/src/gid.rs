@@ -39,7 +39,9 @@ impl Gid {
     /// The IPv4 address carried by an IPv4-mapped GID, else `None`.
     pub fn ipv4(&self) -> Option<Ipv4Addr> {
         if self.is_ipv4_mapped() {
-            Some(Ipv4Addr::new(self.0[12], self.0[13], self.0[14], self.0[15]))
+            Some(Ipv4Addr::new(
+                self.0[12], self.0[13], self.0[14], self.0[15],
+            ))
         } else {
             None
         }

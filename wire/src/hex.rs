@@ -36,3 +36,42 @@ pub(crate) fn decode_into(src: &[u8], out: &mut [u8]) -> bool {
     }
     true
 }
+
+/// The first character of `s` that is not an ASCII hex digit, as its
+/// position counted in characters and the character itself.
+pub(crate) fn first_non_hex(s: &str) -> Option<(usize, char)> {
+    s.chars().enumerate().find(|&(_, c)| !c.is_ascii_hexdigit())
+}
+
+/// Parses a field of ASCII hex digits (either case) into a `u64`; `None`
+/// when the field is empty, longer than 16 digits, or holds anything else.
+pub(crate) fn parse_u64(field: &str) -> Option<u64> {
+    if field.is_empty() || field.len() > 16 {
+        return None;
+    }
+    field.bytes().try_fold(0u64, |acc, c| {
+        let n = nibble(c)?;
+        acc.checked_mul(16)?.checked_add(u64::from(n))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_u64_is_strict() {
+        assert_eq!(parse_u64("ffffffffffffffff"), Some(u64::MAX));
+        assert_eq!(parse_u64("0A"), Some(10));
+        assert_eq!(parse_u64(""), None);
+        assert_eq!(parse_u64("+1"), None);
+        assert_eq!(parse_u64("10000000000000000"), None);
+    }
+
+    #[test]
+    fn first_non_hex_counts_characters() {
+        assert_eq!(first_non_hex("00g0"), Some((2, 'g')));
+        assert_eq!(first_non_hex("é0z"), Some((0, 'é')));
+        assert_eq!(first_non_hex("0aF9"), None);
+    }
+}
