@@ -1,0 +1,364 @@
+//! The software provider's own packets, carried over TCP between devices.
+//!
+//! A requester QP opens one TCP connection to the responder device's
+//! listener and sends [`Request`]s on it; the responder answers on the same
+//! connection with [`Response`]s. Headers have a fixed size and are encoded
+//! field by field in little-endian order; a payload follows a header when its
+//! `seg_len` says so. Everything read from a peer is checked: a bad magic,
+//! version or opcode, or a segment longer than [`MAX_SEGMENT`], closes the
+//! connection.
+
+use hipobj_wire::Gid;
+
+/// Marks every header.
+pub const MAGIC: u16 = 0x5248; // "HR"
+/// Protocol version.
+pub const VERSION: u8 = 1;
+/// The payload of one full segment: a message is cut into segments of this
+/// size, each with its own PSN. Both sides derive PSNs from it, so it is part
+/// of the protocol, not a setting.
+pub const SEGMENT: u32 = 1 << 20;
+/// The largest payload one packet may carry.
+pub const MAX_SEGMENT: u32 = SEGMENT;
+
+/// Request opcodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ReqOp {
+    /// One segment of an RDMA WRITE.
+    Write = 1,
+    /// One segment of an RDMA WRITE with immediate (the last one carries it).
+    WriteImm = 2,
+    /// One segment of a SEND.
+    Send = 3,
+    /// One segment of a SEND with immediate.
+    SendImm = 4,
+    /// An RDMA READ request for `msg_len` bytes.
+    ReadReq = 5,
+}
+
+impl ReqOp {
+    fn from_u8(v: u8) -> Option<ReqOp> {
+        Some(match v {
+            1 => ReqOp::Write,
+            2 => ReqOp::WriteImm,
+            3 => ReqOp::Send,
+            4 => ReqOp::SendImm,
+            5 => ReqOp::ReadReq,
+            _ => return None,
+        })
+    }
+}
+
+/// The first segment of a message.
+pub const FLAG_FIRST: u8 = 1;
+/// The last segment of a message.
+pub const FLAG_LAST: u8 = 2;
+
+/// A request header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// What it asks.
+    pub op: ReqOp,
+    /// FIRST / LAST.
+    pub flags: u8,
+    /// The responder QP or DCT number.
+    pub dst_qpn: u32,
+    /// The requester's QP number.
+    pub src_qpn: u32,
+    /// The requester's GID.
+    pub src_gid: Gid,
+    /// This packet's PSN.
+    pub psn: u32,
+    /// Remote key (writes and reads).
+    pub rkey: u32,
+    /// Remote address of this segment (writes, reads); offset in the
+    /// message (sends).
+    pub va: u64,
+    /// Payload bytes following this header (0 for a read request).
+    pub seg_len: u32,
+    /// Length of the whole message (writes, sends), or of the read.
+    pub msg_len: u64,
+    /// Immediate data (on the last segment of `*_WITH_IMM`).
+    pub imm: u32,
+    /// DC access key (DC initiators; 0 otherwise).
+    pub dc_key: u64,
+}
+
+/// Encoded request header size.
+pub const REQUEST_LEN: usize = 80;
+
+impl Request {
+    /// Field-by-field encoding.
+    pub fn encode(&self) -> [u8; REQUEST_LEN] {
+        let mut b = [0u8; REQUEST_LEN];
+        b[0..2].copy_from_slice(&MAGIC.to_le_bytes());
+        b[2] = VERSION;
+        b[3] = self.op as u8;
+        b[4] = self.flags;
+        b[8..12].copy_from_slice(&self.dst_qpn.to_le_bytes());
+        b[12..16].copy_from_slice(&self.src_qpn.to_le_bytes());
+        b[16..32].copy_from_slice(self.src_gid.as_bytes());
+        b[32..36].copy_from_slice(&self.psn.to_le_bytes());
+        b[36..40].copy_from_slice(&self.rkey.to_le_bytes());
+        b[40..48].copy_from_slice(&self.va.to_le_bytes());
+        b[48..52].copy_from_slice(&self.seg_len.to_le_bytes());
+        b[52..56].copy_from_slice(&self.imm.to_le_bytes());
+        b[56..64].copy_from_slice(&self.msg_len.to_le_bytes());
+        b[64..72].copy_from_slice(&self.dc_key.to_le_bytes());
+        b
+    }
+
+    /// Decodes and checks a header; `None` if it is not a valid one.
+    pub fn decode(b: &[u8; REQUEST_LEN]) -> Option<Request> {
+        if u16::from_le_bytes([b[0], b[1]]) != MAGIC || b[2] != VERSION {
+            return None;
+        }
+        let op = ReqOp::from_u8(b[3])?;
+        let mut gid = [0u8; 16];
+        gid.copy_from_slice(&b[16..32]);
+        let r = Request {
+            op,
+            flags: b[4],
+            dst_qpn: u32_at(b, 8),
+            src_qpn: u32_at(b, 12),
+            src_gid: Gid(gid),
+            psn: u32_at(b, 32),
+            rkey: u32_at(b, 36),
+            va: u64_at(b, 40),
+            seg_len: u32_at(b, 48),
+            imm: u32_at(b, 52),
+            msg_len: u64_at(b, 56),
+            dc_key: u64_at(b, 64),
+        };
+        let valid = r.seg_len <= MAX_SEGMENT
+            && u64::from(r.seg_len) <= r.msg_len
+            && (r.op != ReqOp::ReadReq || r.seg_len == 0)
+            && r.psn <= super::psn::PSN_MASK
+            && r.flags & !(FLAG_FIRST | FLAG_LAST) == 0;
+        valid.then_some(r)
+    }
+}
+
+/// Response opcodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RespOp {
+    /// Every request up to and including `psn` was executed.
+    Ack = 1,
+    /// The request at `psn` was refused; see the syndrome.
+    Nak = 2,
+    /// One segment of READ data for the request segment at `psn`.
+    ReadResp = 3,
+}
+
+/// Why a request was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Syndrome {
+    /// PSN sequence error: `psn` is the one the responder expects.
+    Sequence = 1,
+    /// Receiver not ready: no receive posted; retry after `rnr_timer`.
+    Rnr = 2,
+    /// Invalid request (operation not allowed, message too long for the receive).
+    InvalidRequest = 3,
+    /// Remote access error: key, protection domain, bounds or access flags.
+    RemoteAccess = 4,
+    /// Remote operational error: the responder failed locally.
+    RemoteOperation = 5,
+}
+
+impl Syndrome {
+    fn from_u8(v: u8) -> Option<Syndrome> {
+        Some(match v {
+            1 => Syndrome::Sequence,
+            2 => Syndrome::Rnr,
+            3 => Syndrome::InvalidRequest,
+            4 => Syndrome::RemoteAccess,
+            5 => Syndrome::RemoteOperation,
+            _ => return None,
+        })
+    }
+}
+
+/// A response header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// What it says.
+    pub op: RespOp,
+    /// The PSN it refers to.
+    pub psn: u32,
+    /// For NAKs.
+    pub syndrome: Option<Syndrome>,
+    /// For RNR NAKs: the responder's `min_rnr_timer` code.
+    pub rnr_timer: u8,
+    /// READ payload bytes following this header.
+    pub seg_len: u32,
+}
+
+/// Encoded response header size.
+pub const RESPONSE_LEN: usize = 16;
+
+impl Response {
+    /// An ACK up to `psn`.
+    pub fn ack(psn: u32) -> Response {
+        Response {
+            op: RespOp::Ack,
+            psn,
+            syndrome: None,
+            rnr_timer: 0,
+            seg_len: 0,
+        }
+    }
+
+    /// A NAK.
+    pub fn nak(psn: u32, syndrome: Syndrome, rnr_timer: u8) -> Response {
+        Response {
+            op: RespOp::Nak,
+            psn,
+            syndrome: Some(syndrome),
+            rnr_timer,
+            seg_len: 0,
+        }
+    }
+
+    /// A READ response segment header.
+    pub fn read(psn: u32, seg_len: u32) -> Response {
+        Response {
+            op: RespOp::ReadResp,
+            psn,
+            syndrome: None,
+            rnr_timer: 0,
+            seg_len,
+        }
+    }
+
+    /// Field-by-field encoding.
+    pub fn encode(&self) -> [u8; RESPONSE_LEN] {
+        let mut b = [0u8; RESPONSE_LEN];
+        b[0..2].copy_from_slice(&MAGIC.to_le_bytes());
+        b[2] = VERSION;
+        b[3] = self.op as u8;
+        b[4] = self.syndrome.map_or(0, |s| s as u8);
+        b[5] = self.rnr_timer;
+        b[8..12].copy_from_slice(&self.psn.to_le_bytes());
+        b[12..16].copy_from_slice(&self.seg_len.to_le_bytes());
+        b
+    }
+
+    /// Decodes and checks a header.
+    pub fn decode(b: &[u8; RESPONSE_LEN]) -> Option<Response> {
+        if u16::from_le_bytes([b[0], b[1]]) != MAGIC || b[2] != VERSION {
+            return None;
+        }
+        let op = match b[3] {
+            1 => RespOp::Ack,
+            2 => RespOp::Nak,
+            3 => RespOp::ReadResp,
+            _ => return None,
+        };
+        let syndrome = match op {
+            RespOp::Nak => Some(Syndrome::from_u8(b[4])?),
+            _ => None,
+        };
+        let r = Response {
+            op,
+            psn: u32_at(b, 8),
+            syndrome,
+            rnr_timer: b[5],
+            seg_len: u32_at(b, 12),
+        };
+        let valid = r.seg_len <= MAX_SEGMENT
+            && (op == RespOp::ReadResp || r.seg_len == 0)
+            && r.psn <= super::psn::PSN_MASK
+            && r.rnr_timer < 32;
+        valid.then_some(r)
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn request_round_trip() {
+        let r = Request {
+            op: ReqOp::WriteImm,
+            flags: FLAG_FIRST | FLAG_LAST,
+            dst_qpn: 0x12_3456,
+            src_qpn: 7,
+            src_gid: Gid::from_ipv4([127, 0, 0, 1].into()),
+            psn: 0xff_fffe,
+            rkey: 0xdead_beef,
+            va: u64::MAX - 5,
+            seg_len: 4096,
+            msg_len: 1 << 33,
+            imm: 99,
+            dc_key: 0xffee_ddcc,
+        };
+        assert_eq!(Request::decode(&r.encode()), Some(r));
+    }
+
+    #[test]
+    fn oversized_segment_is_rejected() {
+        let r = Request {
+            op: ReqOp::Write,
+            flags: 0,
+            dst_qpn: 1,
+            src_qpn: 1,
+            src_gid: Gid::ZERO,
+            psn: 0,
+            rkey: 0,
+            va: 0,
+            seg_len: MAX_SEGMENT + 1,
+            msg_len: u64::MAX,
+            imm: 0,
+            dc_key: 0,
+        };
+        assert_eq!(Request::decode(&r.encode()), None);
+        let read_with_payload = Request {
+            op: ReqOp::ReadReq,
+            seg_len: 1,
+            ..r
+        };
+        assert_eq!(Request::decode(&read_with_payload.encode()), None);
+    }
+
+    #[test]
+    fn response_round_trip() {
+        for r in [
+            Response::ack(5),
+            Response::nak(9, Syndrome::Rnr, 12),
+            Response::nak(0, Syndrome::RemoteAccess, 0),
+            Response::read(3, 1 << 20),
+        ] {
+            assert_eq!(Response::decode(&r.encode()), Some(r));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn decoders_never_panic(req in proptest::collection::vec(any::<u8>(), REQUEST_LEN),
+                                resp in proptest::collection::vec(any::<u8>(), RESPONSE_LEN)) {
+            let mut a = [0u8; REQUEST_LEN];
+            a.copy_from_slice(&req);
+            let _ = Request::decode(&a);
+            let mut b = [0u8; RESPONSE_LEN];
+            b.copy_from_slice(&resp);
+            let _ = Response::decode(&b);
+        }
+    }
+}

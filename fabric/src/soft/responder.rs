@@ -1,0 +1,456 @@
+//! The responder side: a thread per incoming connection that checks each
+//! request against the target QP or DCT and its memory, as a NIC does,
+//! places or reads the bytes, and answers with ACKs, NAKs and READ data.
+//!
+//! A request for a QP that is not in RTR or RTS, or that is connected to a
+//! different peer, is dropped without an answer (its payload is read and
+//! discarded): the requester's timer then retransmits and finally fails
+//! with RETRY_EXC_ERR. A key, protection-domain, bounds or access failure
+//! is answered with a remote-access NAK and moves the QP to ERR.
+
+use super::dct::DctInner;
+use super::device::{DeviceShared, Target};
+use super::memory::{self, dead_region, walk, MrInner, Piece};
+use super::packet::{ReqOp, Request, Response, Syndrome, FLAG_FIRST, FLAG_LAST, REQUEST_LEN};
+use super::psn;
+use super::qp::{segments, QpCore, QpInner};
+use crate::types::{AccessFlags, QpState, WcOpcode, WcStatus};
+use std::collections::HashMap;
+use std::io;
+use std::net::TcpStream;
+use std::sync::Arc;
+
+/// Serves one connection until it closes.
+pub(crate) fn serve(dev: Arc<DeviceShared>, stream: TcpStream, conn_id: u64) {
+    let mut dct_epsn: HashMap<u32, u32> = HashMap::new();
+    let r = loop {
+        let hdr = match memory::read_header::<REQUEST_LEN>(&stream) {
+            Ok(Some(h)) => h,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        };
+        let Some(req) = Request::decode(&hdr) else {
+            tracing::warn!("soft responder: malformed request; closing the connection");
+            break Ok(());
+        };
+        let step = match dev.target(req.dst_qpn) {
+            Some(Target::Rc(w)) => match w.upgrade() {
+                Some(qp) => rc_request(&dev, &qp, &stream, &req),
+                None => memory::drain(&stream, req.seg_len as usize),
+            },
+            Some(Target::Dct(w)) => match w.upgrade() {
+                Some(dct) => dct_request(&dev, &dct, &stream, &req, &mut dct_epsn),
+                None => memory::drain(&stream, req.seg_len as usize),
+            },
+            None => memory::drain(&stream, req.seg_len as usize),
+        };
+        if let Err(e) = step {
+            break Err(e);
+        }
+    };
+    if let Err(e) = r {
+        tracing::debug!(error = %e, "soft responder connection ended");
+    }
+    dev.unregister_conn(conn_id);
+}
+
+fn respond(stream: &TcpStream, r: Response) -> io::Result<()> {
+    memory::send_bytes(stream, &r.encode(), false)
+}
+
+/// Checks a remote access of `len` bytes at `va` through key `rkey`.
+/// A zero-length access needs no valid key, as in the IB specification.
+fn check_remote(
+    dev: &DeviceShared,
+    pd_id: u64,
+    rkey: u32,
+    va: u64,
+    len: u64,
+    need: AccessFlags,
+    qp_access: AccessFlags,
+) -> Result<Option<(Arc<MrInner>, usize)>, ()> {
+    if len == 0 {
+        return Ok(None);
+    }
+    let mr = dev.mr(rkey).ok_or(())?;
+    let host = mr.check(pd_id, va, len, need, qp_access).map_err(|_| ())?;
+    Ok(Some((mr, host)))
+}
+
+/// Receives a segment's payload into `host` of live region `mr`.
+fn place(stream: &TcpStream, mr: &MrInner, host: usize, len: usize) -> io::Result<()> {
+    // SAFETY: `host..host + len` was checked to lie inside `mr`, which is
+    // registered for remote write; its live guard is held for the call.
+    mr.while_live(|| unsafe { memory::recv_into(stream, host, len) })
+        .unwrap_or_else(|| Err(dead_region()))
+}
+
+/// Sends READ data for the request `req` (already checked), segment by
+/// segment, starting at PSN `req.psn`.
+fn read_out(
+    dev: &DeviceShared,
+    stream: &TcpStream,
+    req: &Request,
+    pd_id: u64,
+    qp_access: AccessFlags,
+) -> io::Result<()> {
+    let n = segments(req.msg_len);
+    for k in 0..n {
+        let off = u64::from(k) * u64::from(super::packet::SEGMENT);
+        let len = (req.msg_len - off).min(u64::from(super::packet::SEGMENT)) as u32;
+        let p = psn::add(req.psn, k);
+        let va = req.va.wrapping_add(off);
+        // Checked again per segment: a region deregistered mid-read stops it.
+        let target = check_remote(
+            dev,
+            pd_id,
+            req.rkey,
+            va,
+            u64::from(len),
+            AccessFlags::REMOTE_READ,
+            qp_access,
+        );
+        match target {
+            Err(()) => return respond(stream, Response::nak(p, Syndrome::RemoteAccess, 0)),
+            Ok(None) => respond(stream, Response::read(p, 0))?,
+            Ok(Some((mr, host))) => {
+                let sent = mr.while_live(|| {
+                    memory::send_bytes(stream, &Response::read(p, len).encode(), true)?;
+                    // SAFETY: the range lies inside `mr`, which allows remote
+                    // reads; its live guard is held for the call.
+                    unsafe { memory::send_from(stream, host, len as usize, false) }
+                });
+                match sent {
+                    Some(r) => r?,
+                    None => return respond(stream, Response::nak(p, Syndrome::RemoteAccess, 0)),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn nak_and_error(
+    qp: &QpInner,
+    mut g: std::sync::MutexGuard<'_, QpCore>,
+    stream: &TcpStream,
+    req: &Request,
+    syn: Syndrome,
+) -> io::Result<()> {
+    qp.enter_error(&mut g);
+    drop(g);
+    memory::drain(stream, req.seg_len as usize)?;
+    respond(stream, Response::nak(req.psn, syn, 0))
+}
+
+fn rc_request(
+    dev: &DeviceShared,
+    qp: &QpInner,
+    stream: &TcpStream,
+    req: &Request,
+) -> io::Result<()> {
+    let mut g = qp.lock();
+    let peer_ok = g.attr.dest_qp_num == req.src_qpn
+        && g.attr
+            .ah_attr
+            .grh
+            .is_some_and(|grh| grh.dgid == req.src_gid);
+    if !matches!(g.state, QpState::Rtr | QpState::Rts) || !peer_ok {
+        // Silently dropped, as a NIC drops packets for a QP that is not
+        // ready or not connected to the sender.
+        drop(g);
+        return memory::drain(stream, req.seg_len as usize);
+    }
+    let d = psn::diff(req.psn, g.epsn);
+    if d > 0 {
+        let first = !g.nak_seq_sent;
+        g.nak_seq_sent = true;
+        let epsn = g.epsn;
+        drop(g);
+        memory::drain(stream, req.seg_len as usize)?;
+        return if first {
+            respond(stream, Response::nak(epsn, Syndrome::Sequence, 0))
+        } else {
+            Ok(())
+        };
+    }
+    let qp_access = g.attr.qp_access_flags;
+    if d < 0 {
+        // A duplicate: WRITE/SEND are acknowledged again without being
+        // executed twice; a READ is executed again.
+        let last_done = psn::add(g.epsn, psn::PSN_MASK);
+        drop(g);
+        if req.op == ReqOp::ReadReq {
+            if check_remote(
+                dev,
+                qp.pd_id,
+                req.rkey,
+                req.va,
+                req.msg_len,
+                AccessFlags::REMOTE_READ,
+                qp_access,
+            )
+            .is_err()
+            {
+                return respond(stream, Response::nak(req.psn, Syndrome::RemoteAccess, 0));
+            }
+            return read_out(dev, stream, req, qp.pd_id, qp_access);
+        }
+        memory::drain(stream, req.seg_len as usize)?;
+        return respond(stream, Response::ack(last_done));
+    }
+    g.nak_seq_sent = false;
+    let first = req.flags & FLAG_FIRST != 0;
+    let last = req.flags & FLAG_LAST != 0;
+    match req.op {
+        ReqOp::ReadReq => {
+            if check_remote(
+                dev,
+                qp.pd_id,
+                req.rkey,
+                req.va,
+                req.msg_len,
+                AccessFlags::REMOTE_READ,
+                qp_access,
+            )
+            .is_err()
+            {
+                return nak_and_error(qp, g, stream, req, Syndrome::RemoteAccess);
+            }
+            g.epsn = psn::add(req.psn, segments(req.msg_len));
+            drop(g);
+            read_out(dev, stream, req, qp.pd_id, qp_access)
+        }
+        ReqOp::Write | ReqOp::WriteImm => {
+            if req.op == ReqOp::WriteImm && first && g.rq.is_empty() {
+                let timer = g.attr.min_rnr_timer;
+                drop(g);
+                memory::drain(stream, req.seg_len as usize)?;
+                return respond(stream, Response::nak(req.psn, Syndrome::Rnr, timer));
+            }
+            // The first segment carries the whole message's length (RETH);
+            // every segment is checked again for its own range.
+            let whole = if first {
+                check_remote(
+                    dev,
+                    qp.pd_id,
+                    req.rkey,
+                    req.va,
+                    req.msg_len,
+                    AccessFlags::REMOTE_WRITE,
+                    qp_access,
+                )
+            } else {
+                Ok(None)
+            };
+            let seg = check_remote(
+                dev,
+                qp.pd_id,
+                req.rkey,
+                req.va,
+                u64::from(req.seg_len),
+                AccessFlags::REMOTE_WRITE,
+                qp_access,
+            );
+            let (Ok(_), Ok(target)) = (whole, seg) else {
+                return nak_and_error(qp, g, stream, req, Syndrome::RemoteAccess);
+            };
+            let gen = g.gen;
+            drop(g);
+            if let Some((mr, host)) = target {
+                if let Err(e) = place(stream, &mr, host, req.seg_len as usize) {
+                    if e.kind() != io::ErrorKind::NotFound {
+                        return Err(e);
+                    }
+                    // Deregistered before this segment was placed: its
+                    // payload is still unread, and the request is refused.
+                    return nak_and_error(qp, qp.lock(), stream, req, Syndrome::RemoteAccess);
+                }
+            }
+            let mut g = qp.lock();
+            if g.gen != gen {
+                return Ok(());
+            }
+            g.epsn = psn::add(req.psn, 1);
+            if last && req.op == ReqOp::WriteImm {
+                if let Some(r) = g.rq.pop_front() {
+                    qp.complete_recv(
+                        r.wr_id,
+                        WcStatus::Success,
+                        WcOpcode::RecvRdmaWithImm,
+                        req.msg_len,
+                        Some(req.imm),
+                        req.src_qpn,
+                    );
+                }
+            }
+            drop(g);
+            respond(stream, Response::ack(req.psn))
+        }
+        ReqOp::Send | ReqOp::SendImm => {
+            let Some(recv) = g.rq.front().cloned() else {
+                let timer = g.attr.min_rnr_timer;
+                drop(g);
+                memory::drain(stream, req.seg_len as usize)?;
+                return respond(stream, Response::nak(req.psn, Syndrome::Rnr, timer));
+            };
+            let room: u64 = recv.sg_list.iter().map(|s| u64::from(s.length)).sum();
+            if req.msg_len > room {
+                g.rq.pop_front();
+                qp.complete_recv(
+                    recv.wr_id,
+                    WcStatus::LocLenErr,
+                    WcOpcode::Recv,
+                    0,
+                    None,
+                    req.src_qpn,
+                );
+                return nak_and_error(qp, g, stream, req, Syndrome::InvalidRequest);
+            }
+            let pieces = match memory::resolve(&recv.sg_list, qp.pd_id, true, |k| dev.mr(k)) {
+                Ok(p) => p,
+                Err(_) => {
+                    g.rq.pop_front();
+                    qp.complete_recv(
+                        recv.wr_id,
+                        WcStatus::LocProtErr,
+                        WcOpcode::Recv,
+                        0,
+                        None,
+                        req.src_qpn,
+                    );
+                    return nak_and_error(qp, g, stream, req, Syndrome::RemoteOperation);
+                }
+            };
+            let gen = g.gen;
+            drop(g);
+            let Ok(off) = usize::try_from(req.va) else {
+                return nak_and_error(qp, qp.lock(), stream, req, Syndrome::InvalidRequest);
+            };
+            let placed = walk(&pieces, off, req.seg_len as usize, |p: &Piece, host, n| {
+                // SAFETY: `host..host + n` lies inside the live region
+                // `p.mr`, which allows local writes (checked by resolve and
+                // walk); its guard is held for the call.
+                p.mr.while_live(|| unsafe { memory::recv_into(stream, host, n) })
+                    .unwrap_or_else(|| Err(dead_region()))
+            });
+            match placed {
+                Ok(()) => {}
+                Err(memory::WalkError::Io(e)) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(e)
+                }
+                Err(_) => return Err(io::Error::other("receive buffer went away during a send")),
+            }
+            let mut g = qp.lock();
+            if g.gen != gen {
+                return Ok(());
+            }
+            g.epsn = psn::add(req.psn, 1);
+            if last {
+                if let Some(r) = g.rq.pop_front() {
+                    let imm = (req.op == ReqOp::SendImm).then_some(req.imm);
+                    qp.complete_recv(
+                        r.wr_id,
+                        WcStatus::Success,
+                        WcOpcode::Recv,
+                        req.msg_len,
+                        imm,
+                        req.src_qpn,
+                    );
+                }
+            }
+            drop(g);
+            respond(stream, Response::ack(req.psn))
+        }
+    }
+}
+
+fn dct_request(
+    dev: &DeviceShared,
+    dct: &DctInner,
+    stream: &TcpStream,
+    req: &Request,
+    epsn_by_dct: &mut HashMap<u32, u32>,
+) -> io::Result<()> {
+    if req.dc_key != dct.key {
+        // A wrong DC key is dropped and counted, never answered.
+        dct.count_violation();
+        return memory::drain(stream, req.seg_len as usize);
+    }
+    // A DC initiator's stream starts at whatever PSN it sends first.
+    let epsn = epsn_by_dct.entry(dct.dctn).or_insert(req.psn);
+    let d = psn::diff(req.psn, *epsn);
+    if d > 0 {
+        memory::drain(stream, req.seg_len as usize)?;
+        return respond(stream, Response::nak(*epsn, Syndrome::Sequence, 0));
+    }
+    let access = dct.access;
+    match req.op {
+        ReqOp::ReadReq => {
+            if check_remote(
+                dev,
+                dct.pd_id,
+                req.rkey,
+                req.va,
+                req.msg_len,
+                AccessFlags::REMOTE_READ,
+                access,
+            )
+            .is_err()
+            {
+                return respond(stream, Response::nak(req.psn, Syndrome::RemoteAccess, 0));
+            }
+            if d == 0 {
+                *epsn = psn::add(req.psn, segments(req.msg_len));
+            }
+            read_out(dev, stream, req, dct.pd_id, access)
+        }
+        ReqOp::Write => {
+            if d < 0 {
+                memory::drain(stream, req.seg_len as usize)?;
+                return respond(stream, Response::ack(psn::add(*epsn, psn::PSN_MASK)));
+            }
+            let whole = if req.flags & FLAG_FIRST != 0 {
+                check_remote(
+                    dev,
+                    dct.pd_id,
+                    req.rkey,
+                    req.va,
+                    req.msg_len,
+                    AccessFlags::REMOTE_WRITE,
+                    access,
+                )
+            } else {
+                Ok(None)
+            };
+            let seg = check_remote(
+                dev,
+                dct.pd_id,
+                req.rkey,
+                req.va,
+                u64::from(req.seg_len),
+                AccessFlags::REMOTE_WRITE,
+                access,
+            );
+            let (Ok(_), Ok(target)) = (whole, seg) else {
+                memory::drain(stream, req.seg_len as usize)?;
+                return respond(stream, Response::nak(req.psn, Syndrome::RemoteAccess, 0));
+            };
+            if let Some((mr, host)) = target {
+                if let Err(e) = place(stream, &mr, host, req.seg_len as usize) {
+                    if e.kind() != io::ErrorKind::NotFound {
+                        return Err(e);
+                    }
+                    return respond(stream, Response::nak(req.psn, Syndrome::RemoteAccess, 0));
+                }
+            }
+            *epsn = psn::add(req.psn, 1);
+            respond(stream, Response::ack(req.psn))
+        }
+        _ => {
+            // A DCT without a shared receive queue takes no sends.
+            memory::drain(stream, req.seg_len as usize)?;
+            respond(stream, Response::nak(req.psn, Syndrome::InvalidRequest, 0))
+        }
+    }
+}

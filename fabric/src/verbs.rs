@@ -1,0 +1,481 @@
+//! Owning handles over a provider's objects.
+//!
+//! Every child holds its parents (a QP holds its PD and CQs, an MR its PD, a
+//! PD its device), and each handle's provider object is its first field, so
+//! it is destroyed before the parents it holds: teardown order cannot go
+//! wrong, whatever order the application drops things in.
+
+use crate::error::{FabricError, Result};
+use crate::seam::{CqOps, DctOps, DeviceOps, MrOps, PdOps, Provider, QpInit, QpOps};
+use crate::types::{
+    AccessFlags, DeviceInfo, GidEntry, PortAttr, QpAttr, QpAttrMask, QpCap, QpState, QpType,
+    RecvWr, SendWr, Sge, WorkCompletion,
+};
+use std::alloc::{self, Layout};
+use std::fmt;
+use std::os::fd::RawFd;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// An open RDMA device. Cloning shares it.
+#[derive(Clone, Debug)]
+pub struct Device {
+    ops: Arc<dyn DeviceOps>,
+}
+
+impl Device {
+    /// Opens `name` with `provider`.
+    pub fn open(provider: &dyn Provider, name: &str) -> Result<Device> {
+        Ok(Device {
+            ops: provider.open_device(name)?,
+        })
+    }
+
+    /// Wraps a provider's device.
+    pub fn from_ops(ops: Arc<dyn DeviceOps>) -> Device {
+        Device { ops }
+    }
+
+    /// What the device is.
+    pub fn info(&self) -> &DeviceInfo {
+        self.ops.info()
+    }
+
+    /// Queries a port.
+    pub fn query_port(&self, port: u8) -> Result<PortAttr> {
+        self.ops.query_port(port)
+    }
+
+    /// The port's GID table.
+    pub fn gid_table(&self, port: u8) -> Result<Vec<GidEntry>> {
+        self.ops.gid_table(port)
+    }
+
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&self) -> Result<ProtectionDomain> {
+        Ok(ProtectionDomain {
+            ops: self.ops.alloc_pd()?,
+            device: self.clone(),
+        })
+    }
+
+    /// Creates a completion queue.
+    pub fn create_cq(&self, cqe: u32) -> Result<CompletionQueue> {
+        Ok(CompletionQueue {
+            ops: self.ops.create_cq(cqe)?,
+            _device: self.clone(),
+        })
+    }
+}
+
+/// A protection domain. Cloning shares it.
+#[derive(Clone, Debug)]
+pub struct ProtectionDomain {
+    ops: Arc<dyn PdOps>,
+    device: Device,
+}
+
+impl ProtectionDomain {
+    /// The device it belongs to.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Registers caller-owned memory.
+    ///
+    /// # Safety
+    ///
+    /// As [`PdOps::reg_mr`]: the memory must stay allocated while the region
+    /// lives, and the device may read or write it at any time meanwhile.
+    pub unsafe fn reg_mr(
+        &self,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<MemoryRegion> {
+        // SAFETY: the caller upholds reg_mr's contract, which is the same.
+        let ops = unsafe { self.ops.reg_mr(addr, len, access)? };
+        Ok(MemoryRegion {
+            ops,
+            _pd: self.clone(),
+        })
+    }
+
+    /// Registers a dma-buf at I/O virtual address `iova`.
+    pub fn reg_dmabuf_mr(
+        &self,
+        fd: RawFd,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MemoryRegion> {
+        let ops = self.ops.reg_dmabuf_mr(fd, offset, len, iova, access)?;
+        Ok(MemoryRegion {
+            ops,
+            _pd: self.clone(),
+        })
+    }
+
+    /// Allocates `len` zeroed, page-aligned bytes and registers them.
+    pub fn alloc_buffer(&self, len: usize, access: AccessFlags) -> Result<RegisteredBuffer> {
+        let buf = HostBuffer::zeroed(len)?;
+        // SAFETY: `buf` is owned by the returned RegisteredBuffer, which drops
+        // the region (its first field) before the memory, so the memory stays
+        // allocated for as long as the region is registered; its accessors
+        // copy through raw pointers and never form references to it.
+        let mr = unsafe { self.reg_mr(buf.ptr.as_ptr(), buf.len, access)? };
+        Ok(RegisteredBuffer { mr, buf })
+    }
+
+    /// Creates a queue pair, in RESET.
+    pub fn create_qp(
+        &self,
+        qp_type: QpType,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        cap: QpCap,
+    ) -> Result<QueuePair> {
+        let ops = self.ops.create_qp(QpInit {
+            qp_type,
+            send_cq: &send_cq.ops,
+            recv_cq: &recv_cq.ops,
+            cap,
+        })?;
+        Ok(QueuePair {
+            ops,
+            _pd: self.clone(),
+            _send_cq: send_cq.clone(),
+            _recv_cq: recv_cq.clone(),
+        })
+    }
+
+    /// Creates a DC target with the DC access key `dc_key`.
+    pub fn create_dct(
+        &self,
+        cq: &CompletionQueue,
+        access: AccessFlags,
+        dc_key: u64,
+    ) -> Result<DcTarget> {
+        let ops = self.ops.create_dct(&cq.ops, access, dc_key)?;
+        Ok(DcTarget {
+            ops,
+            _pd: self.clone(),
+            _cq: cq.clone(),
+        })
+    }
+}
+
+/// A registered memory region; deregistered on drop.
+#[derive(Debug)]
+pub struct MemoryRegion {
+    ops: Box<dyn MrOps>,
+    _pd: ProtectionDomain,
+}
+
+impl MemoryRegion {
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        self.ops.lkey()
+    }
+    /// Remote key.
+    pub fn rkey(&self) -> u32 {
+        self.ops.rkey()
+    }
+    /// Start address.
+    pub fn addr(&self) -> u64 {
+        self.ops.addr()
+    }
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.ops.length()
+    }
+    /// Whether the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ops.length() == 0
+    }
+    /// What it allows.
+    pub fn access(&self) -> AccessFlags {
+        self.ops.access()
+    }
+
+    /// An SGE for `len` bytes at `offset` into the region, checked against
+    /// its bounds without overflow.
+    pub fn sge(&self, offset: u64, len: u32) -> Result<Sge> {
+        let in_bounds = offset
+            .checked_add(u64::from(len))
+            .is_some_and(|end| end <= self.len() as u64);
+        let addr = self
+            .addr()
+            .checked_add(offset)
+            .filter(|_| in_bounds)
+            .ok_or_else(|| {
+                FabricError::invalid(
+                    "sge",
+                    format!(
+                        "{len} bytes at offset {offset} exceed the {}-byte region",
+                        self.len()
+                    ),
+                )
+            })?;
+        Ok(Sge {
+            addr,
+            length: len,
+            lkey: self.lkey(),
+        })
+    }
+}
+
+/// A completion queue. Cloning shares it.
+#[derive(Clone, Debug)]
+pub struct CompletionQueue {
+    ops: Arc<dyn CqOps>,
+    _device: Device,
+}
+
+impl CompletionQueue {
+    /// Moves up to `max` ready completions into `out`; never waits.
+    pub fn poll(&self, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize> {
+        self.ops.poll(out, max)
+    }
+
+    /// Waits up to `timeout` for one completion.
+    pub fn wait_one(&self, timeout: Duration) -> Result<Option<WorkCompletion>> {
+        let deadline = Instant::now() + timeout;
+        let mut out = Vec::with_capacity(1);
+        loop {
+            if self.ops.poll(&mut out, 1)? == 1 {
+                return Ok(out.pop());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            if self.ops.wait(deadline - now) {
+                // A provider that cannot block says "maybe" at once: poll
+                // again after a short pause instead of spinning.
+                if self.ops.poll(&mut out, 1)? == 1 {
+                    return Ok(out.pop());
+                }
+                std::thread::sleep(
+                    Duration::from_micros(200).min(deadline - Instant::now().min(deadline)),
+                );
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for `n` completions, returning those that came.
+    pub fn wait_n(&self, n: usize, timeout: Duration) -> Result<Vec<WorkCompletion>> {
+        let deadline = Instant::now() + timeout;
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.wait_one(left)? {
+                Some(wc) => out.push(wc),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A queue pair; destroyed on drop.
+#[derive(Debug)]
+pub struct QueuePair {
+    ops: Box<dyn QpOps>,
+    _pd: ProtectionDomain,
+    _send_cq: CompletionQueue,
+    _recv_cq: CompletionQueue,
+}
+
+impl QueuePair {
+    /// Its QP number.
+    pub fn qp_num(&self) -> u32 {
+        self.ops.qp_num()
+    }
+    /// Its transport.
+    pub fn qp_type(&self) -> QpType {
+        self.ops.qp_type()
+    }
+    /// `ibv_modify_qp`.
+    pub fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        self.ops.modify(attr, mask)
+    }
+    /// `ibv_query_qp`.
+    pub fn query(&self) -> Result<QpAttr> {
+        self.ops.query()
+    }
+    /// The current state.
+    pub fn state(&self) -> Result<QpState> {
+        Ok(self.ops.query()?.qp_state)
+    }
+    /// `ibv_post_send`.
+    pub fn post_send(&self, wr: &SendWr) -> Result<()> {
+        self.ops.post_send(wr)
+    }
+    /// `ibv_post_recv`.
+    pub fn post_recv(&self, wr: &RecvWr) -> Result<()> {
+        self.ops.post_recv(wr)
+    }
+}
+
+/// A DC target; destroyed on drop.
+#[derive(Debug)]
+pub struct DcTarget {
+    ops: Box<dyn DctOps>,
+    _pd: ProtectionDomain,
+    _cq: CompletionQueue,
+}
+
+impl DcTarget {
+    /// The DCT number.
+    pub fn dct_num(&self) -> u32 {
+        self.ops.dct_num()
+    }
+    /// Requests dropped for presenting a wrong DC key.
+    pub fn key_violations(&self) -> u64 {
+        self.ops.key_violations()
+    }
+}
+
+/// Page-aligned, zeroed host memory that is only ever touched through raw
+/// pointers, so a device may write it while the owner holds no reference.
+pub struct HostBuffer {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: HostBuffer owns its allocation exclusively (like a Box<[u8]>) and
+// all access goes through raw-pointer copies whose ranges are checked.
+unsafe impl Send for HostBuffer {}
+// SAFETY: shared access only performs raw-pointer copies; concurrent writers
+// to the same bytes are the application's protocol to avoid, as with DMA.
+unsafe impl Sync for HostBuffer {}
+
+const PAGE: usize = 4096;
+
+impl HostBuffer {
+    /// Allocates `len` zeroed bytes (at least one page is reserved so that a
+    /// zero-length buffer still has a valid address).
+    pub fn zeroed(len: usize) -> Result<HostBuffer> {
+        let layout = Layout::from_size_align(len.max(1), PAGE).map_err(|_| {
+            FabricError::invalid("alloc_buffer", format!("{len} bytes is too large"))
+        })?;
+        // SAFETY: the layout's size is non-zero.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw)
+            .ok_or_else(|| FabricError::no_resources("alloc_buffer", format!("{len} bytes")))?;
+        Ok(HostBuffer { ptr, len })
+    }
+
+    /// Start address.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(FabricError::invalid(
+                "buffer access",
+                format!(
+                    "{len} bytes at offset {offset} exceed the {}-byte buffer",
+                    self.len
+                ),
+            )),
+        }
+    }
+
+    /// Copies `data` into the buffer at `offset`.
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.check(offset, data.len())?;
+        // SAFETY: the range was checked to lie inside the allocation, and the
+        // source is a distinct Rust slice, so the copy cannot overlap it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.as_ptr().add(offset), data.len())
+        };
+        Ok(())
+    }
+
+    /// Copies `out.len()` bytes at `offset` out of the buffer.
+    pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check(offset, out.len())?;
+        // SAFETY: as in write_at, with the roles of source and target swapped.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.as_ptr().add(offset), out.as_mut_ptr(), out.len())
+        };
+        Ok(())
+    }
+
+    /// Sets every byte to `byte`.
+    pub fn fill(&self, byte: u8) {
+        // SAFETY: the whole allocation of `len` bytes is ours.
+        unsafe { std::ptr::write_bytes(self.as_ptr(), byte, self.len) };
+    }
+
+    /// The whole buffer copied out.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len];
+        // Cannot fail: the range is the whole buffer.
+        let _ = self.read_at(0, &mut v);
+        v
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        // Cannot fail: the same layout was accepted at allocation.
+        if let Ok(layout) = Layout::from_size_align(self.len.max(1), PAGE) {
+            // SAFETY: `ptr` came from alloc_zeroed with this very layout and
+            // is freed once, here.
+            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}
+
+impl fmt::Debug for HostBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostBuffer")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// Host memory registered as one memory region. The region is deregistered
+/// before the memory is freed.
+#[derive(Debug)]
+pub struct RegisteredBuffer {
+    mr: MemoryRegion,
+    buf: HostBuffer,
+}
+
+impl RegisteredBuffer {
+    /// The region.
+    pub fn mr(&self) -> &MemoryRegion {
+        &self.mr
+    }
+    /// The memory.
+    pub fn buf(&self) -> &HostBuffer {
+        &self.buf
+    }
+    /// An SGE over `len` bytes at `offset`.
+    pub fn sge(&self, offset: u64, len: u32) -> Result<Sge> {
+        self.mr.sge(offset, len)
+    }
+    /// Splits into the region and the memory; drop the region first.
+    pub fn into_parts(self) -> (MemoryRegion, HostBuffer) {
+        (self.mr, self.buf)
+    }
+}

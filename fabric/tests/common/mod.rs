@@ -1,0 +1,107 @@
+//! Helpers shared by the soft provider's tests.
+#![allow(dead_code)]
+
+use hipobj_fabric::rc::{self, RcParams, RcPeer};
+use hipobj_fabric::soft::{SoftConfig, SoftProvider};
+use hipobj_fabric::{
+    AccessFlags, CompletionQueue, Device, ProtectionDomain, QpCap, QpType, QueuePair,
+    RegisteredBuffer, RemoteAddr, SendOp, SendWr, Sge, WorkCompletion,
+};
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+pub const RW: AccessFlags = AccessFlags(
+    AccessFlags::LOCAL_WRITE.0 | AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0,
+);
+pub const REMOTE_RW: AccessFlags =
+    AccessFlags(AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0);
+
+/// A provider whose timers run 10x faster than hardware, so failures that
+/// wait for retries stay quick.
+pub fn fast_provider() -> SoftProvider {
+    SoftProvider::new(vec![Ipv4Addr::LOCALHOST], SoftConfig { timeout_scale: 0.1 })
+}
+
+/// One end: a device, a PD, a CQ and an RC QP in INIT.
+pub struct End {
+    pub dev: Device,
+    pub pd: ProtectionDomain,
+    pub cq: CompletionQueue,
+    pub qp: QueuePair,
+}
+
+impl End {
+    pub fn new(p: &SoftProvider) -> End {
+        End::with_access(p, REMOTE_RW)
+    }
+
+    pub fn with_access(p: &SoftProvider, qp_access: AccessFlags) -> End {
+        let dev = p.open_ip(Ipv4Addr::LOCALHOST);
+        let pd = dev.alloc_pd().unwrap();
+        End::on(dev, pd, qp_access)
+    }
+
+    pub fn on(dev: Device, pd: ProtectionDomain, qp_access: AccessFlags) -> End {
+        let cq = dev.create_cq(64).unwrap();
+        let cap = QpCap {
+            max_send_wr: 16,
+            max_recv_wr: 16,
+            max_send_sge: 2,
+            max_recv_sge: 2,
+        };
+        let qp = pd.create_qp(QpType::Rc, &cq, &cq, cap).unwrap();
+        rc::to_init(&qp, 1, qp_access).unwrap();
+        End { dev, pd, cq, qp }
+    }
+
+    pub fn peer(&self) -> RcPeer {
+        RcPeer {
+            qp_num: self.qp.qp_num(),
+            gid: self.dev.gid_table(1).unwrap()[0].gid,
+            lid: 0,
+        }
+    }
+
+    pub fn buffer(&self, len: usize, access: AccessFlags) -> RegisteredBuffer {
+        self.pd.alloc_buffer(len, access).unwrap()
+    }
+
+    pub fn wait(&self) -> WorkCompletion {
+        self.cq
+            .wait_one(Duration::from_secs(60))
+            .unwrap()
+            .expect("no completion within 60 s")
+    }
+}
+
+/// Connects both QPs to each other (both end in RTS).
+pub fn connect(a: &End, b: &End) {
+    rc::connect(&a.qp, &b.peer(), &RcParams::default()).unwrap();
+    rc::connect(&b.qp, &a.peer(), &RcParams::default()).unwrap();
+}
+
+pub fn write_wr(id: u64, local: Sge, remote: &RegisteredBuffer, off: u64) -> SendWr {
+    SendWr {
+        wr_id: id,
+        op: SendOp::RdmaWrite(RemoteAddr {
+            addr: remote.mr().addr() + off,
+            rkey: remote.mr().rkey(),
+        }),
+        sg_list: vec![local],
+        signaled: true,
+        dc: None,
+    }
+}
+
+pub fn read_wr(id: u64, local: Sge, remote: &RegisteredBuffer, off: u64) -> SendWr {
+    SendWr {
+        wr_id: id,
+        op: SendOp::RdmaRead(RemoteAddr {
+            addr: remote.mr().addr() + off,
+            rkey: remote.mr().rkey(),
+        }),
+        sg_list: vec![local],
+        signaled: true,
+        dc: None,
+    }
+}
