@@ -1,0 +1,147 @@
+//! Soft RDMA WRITE and READ of 1 GiB against a plain TCP loopback copy of
+//! the same bytes, in one run. `cargo bench -p hipobj-fabric --bench soft_vs_tcp`
+//! (set `BENCH_BYTES` to change the size, `BENCH_RUNS` the repetitions).
+//! Results go in docs/benchmarks.md.
+
+use hipobj_fabric::rc::{self, RcParams, RcPeer};
+use hipobj_fabric::soft::SoftProvider;
+use hipobj_fabric::{
+    pattern, AccessFlags, CompletionQueue, QpCap, QpType, QueuePair, RemoteAddr, SendOp, SendWr,
+    WcStatus,
+};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn gib_per_s(bytes: usize, d: Duration) -> f64 {
+    bytes as f64 / d.as_secs_f64() / (1u64 << 30) as f64
+}
+
+/// Plain TCP: one thread sends the whole buffer, another receives it into
+/// a second buffer; timed until the last byte is in.
+fn tcp_copy(src: &[u8], dst: &mut [u8]) -> Duration {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::scope(|s| {
+        let t = s.spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            conn.set_nodelay(true).unwrap();
+            let start = Instant::now();
+            conn.read_exact(dst).unwrap();
+            start
+        });
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_nodelay(true).unwrap();
+        let start = Instant::now();
+        for chunk in src.chunks(1 << 20) {
+            c.write_all(chunk).unwrap();
+        }
+        let _ = t.join().unwrap();
+        start.elapsed()
+    })
+}
+
+struct Side {
+    cq: CompletionQueue,
+    qp: QueuePair,
+    peer: RcPeer,
+}
+
+fn side(dev: &hipobj_fabric::Device, pd: &hipobj_fabric::ProtectionDomain) -> Side {
+    let cq = dev.create_cq(16).unwrap();
+    let qp = pd
+        .create_qp(QpType::Rc, &cq, &cq, QpCap::default())
+        .unwrap();
+    rc::to_init(&qp, 1, AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE).unwrap();
+    let peer = RcPeer {
+        qp_num: qp.qp_num(),
+        gid: dev.gid_table(1).unwrap()[0].gid,
+        lid: 0,
+    };
+    Side { cq, qp, peer }
+}
+
+fn main() {
+    let bytes = env_usize("BENCH_BYTES", 1 << 30);
+    let runs = env_usize("BENCH_RUNS", 3);
+    println!("soft RDMA vs plain TCP loopback: {bytes} bytes, best of {runs} runs");
+
+    let src = vec![0u8; bytes].into_boxed_slice();
+    let mut src = src;
+    pattern::fill(1, 0, &mut src);
+    let mut dst = vec![0u8; bytes].into_boxed_slice();
+    let tcp = (0..runs).map(|_| tcp_copy(&src, &mut dst)).min().unwrap();
+    assert!(src == dst, "TCP copy corrupted data");
+    drop((src, dst));
+
+    let p = SoftProvider::default();
+    let dev_a = p.open_ip(Ipv4Addr::LOCALHOST);
+    let dev_b = p.open_ip(Ipv4Addr::LOCALHOST);
+    let (pd_a, pd_b) = (dev_a.alloc_pd().unwrap(), dev_b.alloc_pd().unwrap());
+    let (a, b) = (side(&dev_a, &pd_a), side(&dev_b, &pd_b));
+    rc::connect(&a.qp, &b.peer, &RcParams::default()).unwrap();
+    rc::connect(&b.qp, &a.peer, &RcParams::default()).unwrap();
+    let rw = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE;
+    let local = pd_a.alloc_buffer(bytes, rw).unwrap();
+    let remote = pd_b.alloc_buffer(bytes, rw).unwrap();
+    pattern::fill_buffer(local.buf(), 0, bytes, 2).unwrap();
+    let target = RemoteAddr {
+        addr: remote.mr().addr(),
+        rkey: remote.mr().rkey(),
+    };
+    let run = |op: SendOp| {
+        let wr = SendWr {
+            wr_id: 1,
+            op,
+            sg_list: vec![local.sge(0, bytes as u32).unwrap()],
+            signaled: true,
+            dc: None,
+        };
+        let start = Instant::now();
+        a.qp.post_send(&wr).unwrap();
+        let wc = a.cq.wait_one(Duration::from_secs(600)).unwrap().unwrap();
+        assert_eq!(wc.status, WcStatus::Success);
+        start.elapsed()
+    };
+    let write = (0..runs)
+        .map(|_| run(SendOp::RdmaWrite(target)))
+        .min()
+        .unwrap();
+    assert_eq!(
+        pattern::first_mismatch(remote.buf(), 0, bytes, 2).unwrap(),
+        None
+    );
+    pattern::fill_buffer(remote.buf(), 0, bytes, 3).unwrap();
+    let read = (0..runs)
+        .map(|_| run(SendOp::RdmaRead(target)))
+        .min()
+        .unwrap();
+    assert_eq!(
+        pattern::first_mismatch(local.buf(), 0, bytes, 3).unwrap(),
+        None
+    );
+    drop(b);
+
+    println!();
+    println!("| path | time (s) | GiB/s | ratio to TCP |");
+    println!("|---|---|---|---|");
+    for (name, d) in [
+        ("plain TCP loopback copy", tcp),
+        ("soft RDMA WRITE", write),
+        ("soft RDMA READ", read),
+    ] {
+        println!(
+            "| {name} | {:.3} | {:.2} | {:.2} |",
+            d.as_secs_f64(),
+            gib_per_s(bytes, d),
+            tcp.as_secs_f64() / d.as_secs_f64()
+        );
+    }
+}
