@@ -7,18 +7,37 @@ use crate::verbs::HostBuffer;
 /// Writes the pattern for `seed` into `out`, as if `out` started at byte
 /// `offset` of the stream.
 pub fn fill(seed: u64, offset: u64, out: &mut [u8]) {
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = byte_at(seed, offset + i as u64);
+    let mut i = 0usize;
+    // Unaligned head, byte by byte.
+    while i < out.len() && (offset + i as u64) % 8 != 0 {
+        out[i] = byte_at(seed, offset + i as u64);
+        i += 1;
+    }
+    // Whole words.
+    let mut chunks = out[i..].chunks_exact_mut(8);
+    let mut word = (offset + i as u64) / 8;
+    for c in &mut chunks {
+        c.copy_from_slice(&word_at(seed, word).to_le_bytes());
+        word += 1;
+    }
+    let tail = chunks.into_remainder();
+    let base = word * 8;
+    for (j, b) in tail.iter_mut().enumerate() {
+        *b = byte_at(seed, base + j as u64);
     }
 }
 
-/// Byte `i` of the pattern for `seed` (a splitmix64 of the word index).
-pub fn byte_at(seed: u64, i: u64) -> u8 {
-    let mut z = seed ^ (i / 8).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+/// Word `w` of the pattern for `seed` (splitmix64 of the word index).
+fn word_at(seed: u64, w: u64) -> u64 {
+    let mut z = seed ^ w.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    z.to_le_bytes()[(i % 8) as usize]
+    z ^ (z >> 31)
+}
+
+/// Byte `i` of the pattern for `seed`.
+pub fn byte_at(seed: u64, i: u64) -> u8 {
+    word_at(seed, i / 8).to_le_bytes()[(i % 8) as usize]
 }
 
 const CHUNK: usize = 1 << 20;
@@ -57,4 +76,20 @@ pub fn first_mismatch(
         done += n;
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_matches_byte_at_at_any_offset() {
+        for off in [0u64, 1, 7, 8, 13] {
+            let mut v = vec![0u8; 37];
+            fill(5, off, &mut v);
+            for (i, b) in v.iter().enumerate() {
+                assert_eq!(*b, byte_at(5, off + i as u64));
+            }
+        }
+    }
 }

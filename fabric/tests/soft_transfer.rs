@@ -173,3 +173,32 @@ fn sixteen_qps_transfer_concurrently() {
         }
     });
 }
+
+#[test]
+fn more_qps_than_one_listener_serves() {
+    // 256 QP numbers per listener: the 300th QP is on a second listener
+    // and is reached all the same.
+    let p = SoftProvider::default();
+    let dev = p.open_ip(std::net::Ipv4Addr::LOCALHOST);
+    let pd = dev.alloc_pd().unwrap();
+    let ends: Vec<End> = (0..300)
+        .map(|_| End::on(dev.clone(), pd.clone(), REMOTE_RW))
+        .collect();
+    let qpns: std::collections::HashSet<u32> = ends.iter().map(|e| e.qp.qp_num()).collect();
+    assert_eq!(qpns.len(), 300);
+    let ports: std::collections::HashSet<u32> = qpns.iter().map(|q| q >> 8).collect();
+    assert!(ports.len() >= 2);
+    let a = End::new(&p);
+    let b = ends.last().unwrap();
+    connect(&a, b);
+    let src = a.buffer(4096, RW);
+    let remote = b.buffer(4096, RW);
+    pattern::fill_buffer(src.buf(), 0, 4096, 77).unwrap();
+    a.qp.post_send(&write_wr(1, src.sge(0, 4096).unwrap(), &remote, 0))
+        .unwrap();
+    assert_eq!(a.wait().status, WcStatus::Success);
+    assert_eq!(
+        pattern::first_mismatch(remote.buf(), 0, 4096, 77).unwrap(),
+        None
+    );
+}

@@ -20,6 +20,8 @@ pub const VERSION: u8 = 1;
 pub const SEGMENT: u32 = 1 << 20;
 /// The largest payload one packet may carry.
 pub const MAX_SEGMENT: u32 = SEGMENT;
+/// The largest message (`ibv_port_attr.max_msg_sz`): 2 GiB.
+pub const MAX_MESSAGE: u64 = 1 << 31;
 
 /// Request opcodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +135,7 @@ impl Request {
         };
         let valid = r.seg_len <= MAX_SEGMENT
             && u64::from(r.seg_len) <= r.msg_len
+            && r.msg_len <= MAX_MESSAGE
             && (r.op != ReqOp::ReadReq || r.seg_len == 0)
             && r.psn <= super::psn::PSN_MASK
             && r.flags & !(FLAG_FIRST | FLAG_LAST) == 0;
@@ -305,7 +308,7 @@ mod tests {
             rkey: 0xdead_beef,
             va: u64::MAX - 5,
             seg_len: 4096,
-            msg_len: 1 << 33,
+            msg_len: 1 << 31,
             imm: 99,
             dc_key: 0xffee_ddcc,
         };

@@ -8,7 +8,7 @@
 
 use super::cq::CqInner;
 use super::device::{soft_cq, DeviceShared, Target};
-use super::packet::SEGMENT;
+use super::packet::{MAX_MESSAGE, SEGMENT};
 use super::{psn, qp_state, requester};
 use crate::error::{FabricError, Result};
 use crate::seam::{QpInit, QpOps};
@@ -19,9 +19,6 @@ use crate::types::{
 use std::collections::VecDeque;
 use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-
-/// The largest message (as `ibv_port_attr.max_msg_sz`).
-pub(crate) const MAX_MESSAGE: u64 = 1 << 31;
 
 /// Vendor error codes the software provider puts in failed completions.
 pub mod vendor_err {
@@ -456,7 +453,9 @@ impl Drop for SoftQp {
         let q = &self.inner;
         q.dev.free_qpn(q.qpn);
         let mut g = q.lock();
+        // A destroyed QP answers nothing, even to threads that still hold it.
         g.destroyed = true;
+        g.state = QpState::Reset;
         q.stop_threads(&mut g);
     }
 }
