@@ -9,7 +9,7 @@ use crate::verbs::HostBuffer;
 pub fn fill(seed: u64, offset: u64, out: &mut [u8]) {
     let mut i = 0usize;
     // Unaligned head, byte by byte.
-    while i < out.len() && (offset + i as u64) % 8 != 0 {
+    while i < out.len() && !(offset + i as u64).is_multiple_of(8) {
         out[i] = byte_at(seed, offset + i as u64);
         i += 1;
     }
