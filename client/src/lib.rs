@@ -1,0 +1,3 @@
+//! The hipObject client library.
+
+pub mod platform;

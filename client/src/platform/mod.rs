@@ -1,0 +1,3 @@
+//! The platform seams: the library's only routes to the outside world.
+
+pub mod topology;
