@@ -1,3 +1,4 @@
 //! The hipObject client library.
 
 pub mod platform;
+pub mod select;
