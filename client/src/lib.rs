@@ -1,4 +1,39 @@
-//! The hipObject client library.
+//! The hipObject client library, in Rust.
+//!
+//! An application registers GPU or host buffers, and moves S3 objects into
+//! and out of them by RDMA: the library mints the `x-amz-rdma-token` values
+//! the application's S3 client sends, connects the queue pairs, and reads
+//! the `x-amz-rdma-reply` the server answers. It does not speak HTTP.
+//!
+//! - [`Hipobj`] and [`Registered`] are the safe Rust API.
+//! - [`api`] has the C API's functions on the process-wide instance;
+//!   `ffi` exports them with hipObject's C ABI (`include/hipobj.h`).
+//! - [`platform`] holds the seams (GPU runtime, RDMA provider, NIC
+//!   topology) that tests replace with fakes.
 
+pub mod abandoned;
+pub mod api;
+pub mod buffer;
+pub mod config;
+pub mod connection;
+pub mod device;
+pub mod error;
+mod handle;
+pub mod instance;
+pub mod options;
 pub mod platform;
+pub mod pool;
 pub mod select;
+pub mod transfer;
+
+pub use buffer::Direction;
+pub use config::Config;
+pub use error::{Error, OpError, Result};
+pub use handle::{Hipobj, Registered};
+pub use options::Options;
+pub use transfer::{S3Ops, SyncDirection};
+
+/// hipObject's version this library is compatible with.
+pub const VERSION: (u32, u32, u32) = (0, 1, 0);
+/// The version as a string.
+pub const VERSION_STRING: &str = "0.1.0";

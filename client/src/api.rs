@@ -1,0 +1,118 @@
+//! The library's functions as the C API has them, on the process-wide
+//! current instance. Each finds the instance once and passes it down, so a
+//! call keeps the instance it started with even if another thread shuts
+//! the library down meanwhile.
+
+use crate::buffer::Direction;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::instance::{self, current};
+use crate::options::Options;
+use crate::platform::system::system_platform;
+use crate::platform::Platform;
+use crate::transfer::{self, S3Ops, SyncDirection};
+
+/// `hipObjInit` with the production platform and the environment's options.
+pub fn init(config: &Config) -> Result<()> {
+    let options = Options::from_env();
+    let platform = system_platform(options.provider)?;
+    instance::init_with(platform, options, config)
+}
+
+/// `hipObjInit` with a given platform and options (tests).
+pub fn init_with(platform: Platform, options: Options, config: &Config) -> Result<()> {
+    instance::init_with(platform, options, config)
+}
+
+/// `hipObjShutdown`.
+pub fn shutdown() -> Result<()> {
+    instance::shutdown()
+}
+
+/// `hipObjBufRegister`.
+///
+/// # Safety
+///
+/// `[addr, addr + size)` must stay allocated until the buffer is
+/// deregistered or the library shut down and every call returned.
+pub unsafe fn buf_register(addr: usize, size: usize) -> Result<()> {
+    let inst = current()?;
+    // SAFETY: the caller's promise.
+    unsafe {
+        inst.buffers
+            .register(&inst.device, &inst.platform.hip, &inst.options, addr, size)
+    }
+}
+
+/// `hipObjBufRegisterHost`.
+///
+/// # Safety
+///
+/// As [`buf_register`].
+pub unsafe fn buf_register_host(addr: usize, size: usize) -> Result<()> {
+    let inst = current()?;
+    // SAFETY: the caller's promise.
+    unsafe { inst.buffers.register_host(&inst.device, addr, size) }
+}
+
+/// `hipObjBufDeregister`.
+pub fn buf_deregister(addr: usize) -> Result<()> {
+    if addr == 0 {
+        return Err(Error::invalid("null buffer address"));
+    }
+    let inst = current()?;
+    inst.abandoned.prune();
+    inst.buffers.deregister(addr)
+}
+
+/// `hipObjGet`.
+pub fn get(addr: usize, size: usize, offset: i64, ops: &mut dyn S3Ops) -> Result<()> {
+    let inst = current()?;
+    transfer::transfer(&inst, Direction::Get, addr, size, offset, ops)
+}
+
+/// `hipObjPut`.
+pub fn put(addr: usize, size: usize, offset: i64, ops: &mut dyn S3Ops) -> Result<()> {
+    let inst = current()?;
+    transfer::transfer(&inst, Direction::Put, addr, size, offset, ops)
+}
+
+/// `hipObjBufSync`.
+pub fn buf_sync(addr: usize, size: usize, offset: i64, dir: SyncDirection) -> Result<()> {
+    let inst = current()?;
+    transfer::buf_sync(&inst, addr, size, offset, dir)
+}
+
+/// `hipObjGetRdmaToken`: a token for the first `size` bytes of a buffer.
+pub fn get_rdma_token(addr: usize, size: usize, dir: Direction) -> Result<String> {
+    let inst = current()?;
+    transfer::rdma_token(&inst, addr, 0, size, dir)
+}
+
+/// `hipObjGetRdmaTokenAt`: a token for `size` bytes at `offset`.
+pub fn get_rdma_token_at(addr: usize, offset: i64, size: usize, dir: Direction) -> Result<String> {
+    let inst = current()?;
+    transfer::rdma_token(&inst, addr, offset, size, dir)
+}
+
+/// `hipObjGetRdmaHandshakeToken`.
+pub fn handshake_token() -> Result<String> {
+    let inst = current()?;
+    transfer::handshake_token(&inst)
+}
+
+/// `hipObjCompleteRdmaHandshake`.
+pub fn complete_handshake(reply: &[u8]) -> Result<()> {
+    let inst = current()?;
+    transfer::complete_handshake(&inst, reply)
+}
+
+/// `hipObjParseRdmaReply` (needs no instance).
+pub fn parse_rdma_reply(reply: &[u8]) -> Result<u16> {
+    transfer::parse_reply(reply)
+}
+
+/// `hipObjTokenClientNic` (needs no instance).
+pub fn token_client_nic(token: &str) -> Result<String> {
+    transfer::token_client_nic(token)
+}

@@ -1,0 +1,168 @@
+//! The connection pool: a fixed set of RC connections leased one per
+//! transfer.
+//!
+//! The slots are a vector whose size never changes, so a lease uses its
+//! slot without the pool's lock; the lock guards only the free list, the
+//! live count and the closed flag. A thread that already holds a lease (a
+//! transfer's callback starting another transfer) gets `Busy` instead of
+//! waiting for a connection that could be its own.
+
+use crate::connection::RcConnection;
+use crate::device::RdmaDevice;
+use std::cell::Cell;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+thread_local! {
+    static LEASES_HELD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Why no connection was leased.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcquireError {
+    /// None free, and this thread already holds one.
+    Busy,
+    /// The pool was closed (shutdown).
+    Closed,
+    /// Every connection broke and could not be replaced.
+    Empty,
+}
+
+#[derive(Debug)]
+struct PoolState {
+    free: Vec<usize>,
+    live: usize,
+    closed: bool,
+}
+
+/// The pool.
+#[derive(Debug)]
+pub struct ConnectionPool {
+    device: Arc<RdmaDevice>,
+    slots: Vec<Mutex<Option<RcConnection>>>,
+    state: Mutex<PoolState>,
+    available: Condvar,
+}
+
+impl ConnectionPool {
+    /// Creates `n` connections; creating fewer is a failure.
+    pub fn new(device: Arc<RdmaDevice>, n: usize) -> crate::Result<ConnectionPool> {
+        let mut slots = Vec::with_capacity(n);
+        for _ in 0..n {
+            slots.push(Mutex::new(Some(RcConnection::create(&device)?)));
+        }
+        Ok(ConnectionPool {
+            device,
+            slots,
+            state: Mutex::new(PoolState {
+                free: (0..n).rev().collect(),
+                live: n,
+                closed: false,
+            }),
+            available: Condvar::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Leases a connection, waiting for one if none is free.
+    pub fn acquire(&self) -> Result<Lease<'_>, AcquireError> {
+        let mut s = self.lock();
+        loop {
+            if s.closed {
+                return Err(AcquireError::Closed);
+            }
+            if let Some(i) = s.free.pop() {
+                drop(s);
+                LEASES_HELD.with(|c| c.set(c.get() + 1));
+                let conn = self.slots[i].lock().unwrap_or_else(|e| e.into_inner());
+                return Ok(Lease {
+                    pool: self,
+                    index: i,
+                    conn,
+                });
+            }
+            if s.live == 0 {
+                return Err(AcquireError::Empty);
+            }
+            if LEASES_HELD.with(Cell::get) > 0 {
+                return Err(AcquireError::Busy);
+            }
+            s = self.available.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Fails every waiting and later `acquire` with `Closed`.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.available.notify_all();
+    }
+
+    /// Connections still alive.
+    pub fn live(&self) -> usize {
+        self.lock().live
+    }
+
+    /// Connections free now.
+    pub fn free(&self) -> usize {
+        self.lock().free.len()
+    }
+}
+
+/// One leased connection; returned to the pool on drop.
+#[derive(Debug)]
+pub struct Lease<'p> {
+    pool: &'p ConnectionPool,
+    index: usize,
+    conn: MutexGuard<'p, Option<RcConnection>>,
+}
+
+impl Lease<'_> {
+    /// The connection (present while leased).
+    pub fn conn(&mut self) -> Option<&mut RcConnection> {
+        self.conn.as_mut()
+    }
+
+    /// Makes the connection usable: a broken one is reset, and if that
+    /// fails replaced; `None` if neither worked (the pool shrinks when the
+    /// lease ends).
+    pub fn healthy(&mut self) -> Option<&mut RcConnection> {
+        let dev = &self.pool.device;
+        let broken = self.conn.as_ref().is_none_or(|c| c.is_broken());
+        if broken {
+            let reset_ok = match self.conn.as_mut() {
+                Some(c) => c.reset(dev).is_ok(),
+                None => false,
+            };
+            if !reset_ok {
+                *self.conn = match RcConnection::create(dev) {
+                    Ok(c) => {
+                        tracing::warn!(slot = self.index, "replaced a broken RDMA connection");
+                        Some(c)
+                    }
+                    Err(e) => {
+                        tracing::error!(slot = self.index, error = %e, "a broken RDMA connection could not be replaced; the pool shrinks");
+                        None
+                    }
+                };
+            }
+        }
+        self.conn.as_mut()
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        LEASES_HELD.with(|c| c.set(c.get().saturating_sub(1)));
+        let lost = self.conn.is_none();
+        let mut s = self.pool.lock();
+        if lost {
+            s.live = s.live.saturating_sub(1);
+        } else {
+            s.free.push(self.index);
+        }
+        drop(s);
+        self.pool.available.notify_all();
+    }
+}

@@ -1,0 +1,340 @@
+//! Transfers: `get` and `put` through the application's callbacks, and the
+//! calls of application-driven transfers (tokens, syncs, the handshake).
+//!
+//! The flow is connect-first (docs/protocol.md): a leased connection that
+//! is not connected sends a handshake token (RC, length 0) and connects to
+//! the server QP the reply names; then the transfer token names the
+//! connected QP and the buffer range, and the server's reply is the only
+//! thing the client waits for. A reply of 421 (the server does not know the
+//! pair) resets the connection, repeats the handshake and retries once.
+
+use crate::buffer::{BufEntry, Direction, Registration};
+use crate::connection::RcConnection;
+use crate::error::{Error, OpError, Result};
+use crate::instance::Instance;
+use crate::pool::AcquireError;
+use hipobj_fabric::rc::RcPeer;
+use hipobj_wire::{Reply, Token, Transport};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Room for a reply, as hipObject's 512-byte buffer.
+pub const REPLY_CAPACITY: usize = 512;
+/// The reply that asks a client to reconnect and retry.
+pub const REPLY_RECONNECT: u16 = 421;
+
+/// The application's S3 side of a transfer (`hipObjOps_t`).
+pub trait S3Ops {
+    /// Sends the S3 request with `token` in `x-amz-rdma-token`. An `Err`
+    /// carries the application's (negative) code.
+    fn send_request(&mut self, token: &str) -> std::result::Result<(), i32>;
+    /// Writes the response's `x-amz-rdma-reply` value into `reply` and
+    /// returns its length.
+    fn recv_reply(&mut self, reply: &mut [u8]) -> std::result::Result<usize, i32>;
+}
+
+/// Which way `hipObjBufSync` copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncDirection {
+    /// Device to staging, before a PUT.
+    ToHost,
+    /// Staging to device, after a GET.
+    ToDevice,
+}
+
+fn check_args(addr: usize, size: usize, offset: i64) -> Result<u64> {
+    if addr == 0 {
+        return Err(Error::invalid("null buffer address"));
+    }
+    if size == 0 {
+        return Err(Error::invalid("size 0"));
+    }
+    u64::try_from(offset).map_err(|_| Error::invalid(format!("negative offset {offset}")))
+}
+
+/// Finds the buffer and checks the range and any copy still running.
+fn lookup(inst: &Instance, addr: usize, size: usize, offset: i64) -> Result<(Arc<BufEntry>, u64)> {
+    let off = check_args(addr, size, offset)?;
+    let entry = inst.buffers.find(addr)?;
+    entry.check_range(off, size as u64)?;
+    if entry.kind == Registration::Staged && inst.abandoned.is_busy(&entry) {
+        return Err(Error::busy(format!(
+            "a timed-out staging copy of {addr:#x} is still running"
+        )));
+    }
+    Ok((entry, off))
+}
+
+/// Copies between a staged buffer and its staging memory, with the
+/// deadline; a copy that misses it is handed to the abandoned list.
+fn stage_copy(
+    inst: &Instance,
+    entry: &Arc<BufEntry>,
+    dir: SyncDirection,
+    off: u64,
+    size: usize,
+) -> Result<()> {
+    let Some(staging) = entry.staging() else {
+        return Ok(());
+    };
+    let off = off as usize;
+    let (dst, src) = match dir {
+        SyncDirection::ToHost => (staging + off, entry.addr + off),
+        SyncDirection::ToDevice => (entry.addr + off, staging + off),
+    };
+    let slot = inst.abandoned.reserve();
+    let event = inst.platform.hip.copy_async(dst, src, size).map_err(|h| {
+        Error::hip(
+            OpError::RdmaError,
+            h,
+            "hipMemcpyAsync to or from the staging buffer failed",
+        )
+    })?;
+    let deadline = Instant::now() + inst.options.stage_timeout;
+    loop {
+        match event.done() {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(h) => {
+                slot.add(event, entry.clone());
+                return Err(Error::hip(
+                    OpError::RdmaError,
+                    h,
+                    "waiting for a staging copy failed",
+                ));
+            }
+        }
+        if Instant::now() >= deadline {
+            slot.add(event, entry.clone());
+            return Err(Error::rdma(format!(
+                "staging copy of {size} bytes did not finish within {} ms",
+                inst.options.stage_timeout.as_millis()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn token_for(inst: &Instance, qp_num: u32, rkey: u32, addr: u64, len: u64) -> String {
+    Token {
+        transport: Transport::Rc,
+        qp_num,
+        gid: inst.device.gid,
+        rkey,
+        addr,
+        len,
+        port: inst.device.port,
+        lid: 0,
+    }
+    .encode()
+}
+
+/// One request/reply round trip through the callbacks.
+fn call(ops: &mut dyn S3Ops, token: &str) -> Result<Reply> {
+    ops.send_request(token)
+        .map_err(|rc| Error::s3(format!("the sendRequest callback failed ({rc})"), None))?;
+    let mut buf = [0u8; REPLY_CAPACITY];
+    let n = ops
+        .recv_reply(&mut buf)
+        .map_err(|rc| Error::s3(format!("the recvReply callback failed ({rc})"), None))?;
+    let raw = buf.get(..n).ok_or_else(|| {
+        Error::s3(
+            format!("recvReply reported {n} bytes, more than {REPLY_CAPACITY}"),
+            None,
+        )
+    })?;
+    Reply::parse(raw).map_err(|e| {
+        Error::s3(
+            format!("invalid x-amz-rdma-reply: {e}"),
+            Some(String::from_utf8_lossy(raw).into_owned()),
+        )
+    })
+}
+
+/// Parses a handshake reply and connects `conn` to the server QP it names.
+pub(crate) fn connect_from_reply(
+    inst: &Instance,
+    conn: &mut RcConnection,
+    reply: &Reply,
+) -> Result<()> {
+    match reply {
+        Reply::Peer(t) if t.transport == Transport::Rc => {
+            conn.connect(&inst.device, RcPeer { qp_num: t.qp_num, gid: t.gid, lid: t.lid })
+        }
+        r if r.is_declined() => Err(Error::s3("the server declined RDMA (501)", Some(r.format()))),
+        r => Err(Error::s3(
+            format!("the server answered the RDMA handshake with {r}, not 200:<server token>: it does not run the connect-first RC flow"),
+            Some(r.format()),
+        )),
+    }
+}
+
+fn handshake(inst: &Instance, conn: &mut RcConnection, ops: &mut dyn S3Ops) -> Result<()> {
+    let token = token_for(inst, conn.qp.qp_num(), 0, 0, 0);
+    let reply = call(ops, &token)?;
+    connect_from_reply(inst, conn, &reply)
+}
+
+fn exchange(
+    inst: &Instance,
+    conn: &mut RcConnection,
+    entry: &BufEntry,
+    dir: Direction,
+    off: u64,
+    size: usize,
+    ops: &mut dyn S3Ops,
+) -> Result<()> {
+    let mut retried = false;
+    loop {
+        if !conn.is_connected() {
+            if conn.peer.is_some() {
+                conn.reset(&inst.device)?;
+            }
+            handshake(inst, conn, ops)?;
+        }
+        conn.allow(dir.qp_access())?;
+        let mr = entry.mr(dir);
+        let token = token_for(
+            inst,
+            conn.qp.qp_num(),
+            mr.rkey(),
+            entry.token_addr() + off,
+            size as u64,
+        );
+        let reply = call(ops, &token)?;
+        if reply.is_success() {
+            return Ok(());
+        }
+        if reply.status() == Some(REPLY_RECONNECT) && !retried {
+            tracing::debug!(
+                qpn = format_args!("{:#x}", conn.qp.qp_num()),
+                "server does not know this QP pair; reconnecting"
+            );
+            retried = true;
+            conn.reset(&inst.device)?;
+            continue;
+        }
+        let what = if reply.is_declined() {
+            "the server declined RDMA (501)".to_string()
+        } else {
+            format!("the server answered {reply}")
+        };
+        return Err(Error::s3(what, Some(reply.format())));
+    }
+}
+
+/// `hipObjGet` / `hipObjPut`.
+pub fn transfer(
+    inst: &Instance,
+    dir: Direction,
+    addr: usize,
+    size: usize,
+    offset: i64,
+    ops: &mut dyn S3Ops,
+) -> Result<()> {
+    let (entry, off) = lookup(inst, addr, size, offset)?;
+    let staged = entry.kind == Registration::Staged;
+    if staged && dir == Direction::Put {
+        stage_copy(inst, &entry, SyncDirection::ToHost, off, size)?;
+    }
+    {
+        let mut lease = inst.pool.acquire().map_err(|e| match e {
+            AcquireError::Busy => Error::busy("every connection is leased, and this thread holds one (a transfer started from a callback)"),
+            AcquireError::Closed => Error::new(OpError::NotInitialized, "the library was shut down"),
+            AcquireError::Empty => Error::rdma("no RDMA connection is left in the pool"),
+        })?;
+        let conn = lease
+            .healthy()
+            .ok_or_else(|| Error::rdma("the RDMA connection broke and could not be replaced"))?;
+        exchange(inst, conn, &entry, dir, off, size, ops)?;
+    }
+    if matches!(entry.kind, Registration::GpuDirect { .. }) {
+        inst.platform.hip.device_synchronize().map_err(|h| {
+            Error::hip(
+                OpError::RdmaError,
+                h,
+                "hipDeviceSynchronize after the transfer failed",
+            )
+        })?;
+    }
+    if staged && dir == Direction::Get {
+        stage_copy(inst, &entry, SyncDirection::ToDevice, off, size)?;
+    }
+    Ok(())
+}
+
+/// `hipObjBufSync`: the staging copy `get`/`put` would make; nothing for a
+/// buffer that is not staged.
+pub fn buf_sync(
+    inst: &Instance,
+    addr: usize,
+    size: usize,
+    offset: i64,
+    dir: SyncDirection,
+) -> Result<()> {
+    let (entry, off) = lookup(inst, addr, size, offset)?;
+    stage_copy(inst, &entry, dir, off, size)
+}
+
+/// `hipObjGetRdmaToken` (and its ranged form): a token for `size` bytes at
+/// `offset` into a registered buffer, naming the token connection.
+pub fn rdma_token(
+    inst: &Instance,
+    addr: usize,
+    offset: i64,
+    size: usize,
+    dir: Direction,
+) -> Result<String> {
+    let (entry, off) = lookup(inst, addr, size, offset)?;
+    let mut conn = inst.token_conn();
+    conn.allow(dir.qp_access())?;
+    let mr = entry.mr(dir);
+    Ok(token_for(
+        inst,
+        conn.qp.qp_num(),
+        mr.rkey(),
+        entry.token_addr() + off,
+        size as u64,
+    ))
+}
+
+/// The handshake extension, step 1: a handshake token for the token
+/// connection (which is reset first if it was connected).
+pub fn handshake_token(inst: &Instance) -> Result<String> {
+    let mut conn = inst.token_conn();
+    if conn.peer.is_some() || conn.is_broken() {
+        conn.reset(&inst.device)?;
+    }
+    Ok(token_for(inst, conn.qp.qp_num(), 0, 0, 0))
+}
+
+/// The handshake extension, step 2: connects the token connection to the
+/// server QP named by the handshake's reply.
+pub fn complete_handshake(inst: &Instance, reply: &[u8]) -> Result<()> {
+    let parsed = Reply::parse(reply)
+        .map_err(|e| Error::invalid(format!("invalid x-amz-rdma-reply: {e}")))?;
+    let mut conn = inst.token_conn();
+    if conn.peer.is_some() || conn.is_broken() {
+        conn.reset(&inst.device)?;
+    }
+    connect_from_reply(inst, &mut conn, &parsed)
+}
+
+/// `hipObjParseRdmaReply`: the HTTP status of a valid reply.
+pub fn parse_reply(reply: &[u8]) -> Result<u16> {
+    let r = Reply::parse(reply)
+        .map_err(|e| Error::invalid(format!("invalid x-amz-rdma-reply: {e}")))?;
+    match r {
+        Reply::Ok | Reply::Peer(_) => Ok(200),
+        Reply::Status(s) => Ok(s),
+        // hipObject treats `err` as a failure with no status of its own.
+        Reply::Err => Ok(500),
+    }
+}
+
+/// `hipObjTokenClientNic`: the dotted quad of an IPv4-mapped GID, or an
+/// empty string for any other GID.
+pub fn token_client_nic(token: &str) -> Result<String> {
+    let t = Token::decode(token).map_err(|e| Error::invalid(format!("invalid token: {e}")))?;
+    Ok(t.client_ip().map(|ip| ip.to_string()).unwrap_or_default())
+}
