@@ -1,0 +1,27 @@
+//! The libibverbs provider: real RDMA NICs (Broadcom bnxt_re, AMD Pensando
+//! ionic, NVIDIA mlx5, Soft-RoCE rxe, ...) behind the seam.
+//!
+//! As hipObject's `LoadedVerbs` does, the crate neither links to
+//! libibverbs nor includes its header: [`loader`] opens `libibverbs.so.1`
+//! on first use and resolves its functions into a table, and [`abi`]
+//! declares the structures (checked against the real header by
+//! `tests/ibverbs_abi.rs`). [`VerbsProvider`] implements the seam over
+//! them: device list and open by name, port and GID table (types from
+//! sysfs), PDs, plain and dma-buf MRs, CQs polled through the context's ops
+//! table, RC QPs (create, modify, query, post), all released in `Drop`,
+//! children before parents. DC needs mlx5dv and is `Unsupported`.
+//!
+//! Without devices, listing or opening one is [`FabricError::NoDevice`]
+//! saying why: libibverbs couldn't be loaded, the kernel has no InfiniBand
+//! support (`ibv_get_device_list` fails with ENOSYS), or there are none.
+//!
+//! [`FabricError::NoDevice`]: crate::FabricError::NoDevice
+
+pub mod abi;
+mod convert;
+pub mod loader;
+mod provider;
+pub mod sysfs;
+
+pub use loader::{libibverbs, IbvLib, SONAME};
+pub use provider::{VerbsCq, VerbsDevice, VerbsMr, VerbsPd, VerbsProvider, VerbsQp};
