@@ -24,6 +24,7 @@ pub mod options;
 pub mod platform;
 pub mod pool;
 pub mod select;
+pub mod testing;
 pub mod transfer;
 
 pub use buffer::Direction;
