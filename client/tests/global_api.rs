@@ -1,0 +1,174 @@
+//! The process-wide instance the C API uses: init and shutdown, calls that
+//! keep their instance across a shutdown, waiting transfers woken by it, a
+//! new init while old calls finish, and many threads at once.
+//!
+//! One test function: the instance is process-wide.
+
+mod common;
+
+use common::*;
+use hipobj::{api, Config, OpError, Options, S3Ops};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn init(max_transfers: usize) {
+    api::init_with(
+        host_platform(),
+        Options {
+            max_transfers,
+            ..Options::default()
+        },
+        &Config::with_nic("soft0"),
+    )
+    .unwrap();
+}
+
+/// Callbacks that wait for a signal before answering.
+struct Gated<'a> {
+    inner: PeerOps<'a>,
+    entered: mpsc::Sender<()>,
+    release: mpsc::Receiver<()>,
+}
+
+impl S3Ops for Gated<'_> {
+    fn send_request(&mut self, token: &str) -> Result<(), i32> {
+        self.inner.send_request(token)?;
+        let _ = self.entered.send(());
+        let _ = self.release.recv();
+        Ok(())
+    }
+    fn recv_reply(&mut self, reply: &mut [u8]) -> Result<usize, i32> {
+        self.inner.recv_reply(reply)
+    }
+}
+
+#[test]
+fn the_process_wide_instance() {
+    let peer = peer();
+    peer.put_object("obj", pattern(1, 4096));
+
+    // Before init.
+    let mut mem = vec![0u8; 4096];
+    let addr = mem.as_mut_ptr() as usize;
+    assert_eq!(
+        api::get(addr, 4096, 0, &mut PeerOps::get(&peer, "obj"))
+            .unwrap_err()
+            .op,
+        OpError::NotInitialized
+    );
+    assert_eq!(api::shutdown().unwrap_err().op, OpError::NotInitialized);
+    assert_eq!(api::parse_rdma_reply(b"206\r\n").unwrap(), 206);
+    assert_eq!(api::token_client_nic("010000000000000000000000000000ffffc0a8012a0000000000000000000000000000000000000000000000").unwrap(), "192.168.1.42");
+
+    // A failed init publishes nothing.
+    assert_eq!(
+        api::init_with(host_platform(), Options::default(), &Config::default())
+            .unwrap_err()
+            .op,
+        OpError::NicNotFound
+    );
+    assert_eq!(
+        api::handshake_token().unwrap_err().op,
+        OpError::NotInitialized
+    );
+
+    init(1);
+    assert_eq!(
+        api::init_with(
+            host_platform(),
+            Options::default(),
+            &Config::with_nic("soft0")
+        )
+        .unwrap_err()
+        .op,
+        OpError::AlreadyInitialized
+    );
+    // SAFETY: `mem` outlives the registration (deregistered below).
+    unsafe { api::buf_register_host(addr, 4096) }.unwrap();
+    api::get(addr, 4096, 0, &mut PeerOps::get(&peer, "obj")).unwrap();
+    assert_eq!(mem, pattern(1, 4096));
+
+    // A transfer holds the only connection inside its callback; a second
+    // waits for it; shutdown wakes the waiter with NotInitialized, and the
+    // first finishes on the old instance.
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let peer2 = peer.clone();
+    let holder = std::thread::spawn(move || {
+        let mut ops = Gated {
+            inner: PeerOps::get(&peer2, "obj"),
+            entered: entered_tx,
+            release: release_rx,
+        };
+        api::get(addr, 4096, 0, &mut ops)
+    });
+    entered_rx.recv().unwrap();
+    let peer3 = peer.clone();
+    let waiter =
+        std::thread::spawn(move || api::get(addr, 4096, 0, &mut PeerOps::get(&peer3, "obj")));
+    std::thread::sleep(Duration::from_millis(100));
+    api::shutdown().unwrap();
+    assert_eq!(
+        waiter.join().unwrap().unwrap_err().op,
+        OpError::NotInitialized
+    );
+    // A new init while the old call is still inside its callback.
+    init(4);
+    assert_eq!(
+        api::buf_deregister(addr).unwrap_err().op,
+        OpError::BufNotRegistered,
+        "the new instance starts empty"
+    );
+    release_tx.send(()).unwrap();
+    holder.join().unwrap().unwrap();
+
+    // Many threads registering, transferring and deregistering, with a
+    // shutdown in the middle: every call either works or reports
+    // NotInitialized / BufNotRegistered; nothing deadlocks or crashes.
+    let peer = Arc::new(peer);
+    let stop_at = std::time::Instant::now() + Duration::from_millis(300);
+    let workers: Vec<_> = (0..8)
+        .map(|t| {
+            let peer = peer.clone();
+            std::thread::spawn(move || {
+                let mut mem = vec![0u8; 4096];
+                let a = mem.as_mut_ptr() as usize;
+                let mut ok = 0;
+                while std::time::Instant::now() < stop_at {
+                    // SAFETY: `mem` outlives every registration of it: each
+                    // iteration deregisters, and the instance that could
+                    // still hold it is shut down and dropped before `mem`.
+                    match unsafe { api::buf_register_host(a, 4096) } {
+                        Ok(()) => {}
+                        Err(e) => {
+                            assert!(matches!(e.op, OpError::NotInitialized), "{e}");
+                            continue;
+                        }
+                    }
+                    let r = if t % 2 == 0 {
+                        api::get(a, 4096, 0, &mut PeerOps::get(&peer, "obj"))
+                    } else {
+                        api::put(a, 4096, 0, &mut PeerOps::put(&peer, &format!("w{t}")))
+                    };
+                    match r {
+                        Ok(()) => ok += 1,
+                        Err(e) => assert!(
+                            matches!(e.op, OpError::NotInitialized | OpError::BufNotRegistered),
+                            "{e}"
+                        ),
+                    }
+                    let _ = api::buf_deregister(a);
+                }
+                ok
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(120));
+    api::shutdown().unwrap();
+    let done: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert!(done > 0);
+    // Re-init works after all of that.
+    init(2);
+    api::shutdown().unwrap();
+}
