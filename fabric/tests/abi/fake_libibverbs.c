@@ -189,7 +189,7 @@ static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 
 		for (i = 0; i < wr->num_sge; i++)
 			len += wr->sg_list[i].length;
-		logf_("post_send qpn=%#x wr_id=%#llx opcode=%d flags=%#x num_sge=%d sge0=%#llx/%u/%#x imm=%#x remote=%#llx rkey=%#x next=%s",
+		logf_("post_send qpn=0x%x wr_id=0x%llx opcode=%d flags=0x%x num_sge=%d sge0=0x%llx/%u/0x%x imm=0x%x remote=0x%llx rkey=0x%x next=%s",
 		      qp->qp_num, (unsigned long long)wr->wr_id, wr->opcode,
 		      wr->send_flags, wr->num_sge,
 		      wr->num_sge ? (unsigned long long)wr->sg_list[0].addr : 0ULL,
@@ -245,7 +245,7 @@ static int fake_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 {
 	(void)bad;
 	for (; wr; wr = wr->next)
-		logf_("post_recv qpn=%#x wr_id=%#llx num_sge=%d sge0=%#llx/%u/%#x next=%s",
+		logf_("post_recv qpn=0x%x wr_id=0x%llx num_sge=%d sge0=0x%llx/%u/0x%x next=%s",
 		      qp->qp_num, (unsigned long long)wr->wr_id, wr->num_sge,
 		      wr->num_sge ? (unsigned long long)wr->sg_list[0].addr : 0ULL,
 		      wr->num_sge ? wr->sg_list[0].length : 0,

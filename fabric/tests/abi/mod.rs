@@ -72,7 +72,8 @@ pub enum Fake {
 /// Builds (once per process) the fake libibverbs variant and returns its
 /// path, or Err with why it can't be built (no header or compiler).
 pub fn fake_lib(variant: Fake) -> Result<PathBuf, String> {
-    static BUILT: OnceLock<Mutex<Vec<(Fake, Result<PathBuf, String>)>>> = OnceLock::new();
+    type Built = Vec<(Fake, Result<PathBuf, String>)>;
+    static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
     let mut built = BUILT
         .get_or_init(|| Mutex::new(Vec::new()))
         .lock()
