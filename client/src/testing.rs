@@ -35,6 +35,9 @@ struct Pair {
     qp: QueuePair,
 }
 
+/// A pair is found by the client QP's GID and number.
+type PairKey = (Gid, u32);
+
 /// What the peer has done, for assertions.
 #[derive(Debug, Default)]
 pub struct PeerStats {
@@ -54,7 +57,7 @@ pub struct ServerPeer {
     pd: ProtectionDomain,
     device: Device,
     gid: Gid,
-    pairs: Mutex<HashMap<(Gid, u32), Arc<Mutex<Pair>>>>,
+    pairs: Mutex<HashMap<PairKey, Arc<Mutex<Pair>>>>,
     objects: Mutex<HashMap<String, Arc<Vec<u8>>>>,
     /// Answer every request with 501 (RDMA declined).
     pub decline: AtomicBool,

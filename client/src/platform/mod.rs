@@ -6,6 +6,7 @@
 //! fakes and run the rest of the library unchanged.
 
 pub mod gpu;
+pub mod hip;
 pub mod system;
 pub mod topology;
 

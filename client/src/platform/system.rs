@@ -1,11 +1,12 @@
 //! The production platform: the RDMA provider chosen by `HIPOBJ_PROVIDER`,
 //! the NIC topology from `/sys`, and the GPU runtime.
 //!
-//! The HIP runtime loader comes with the hardware issue; until then the
-//! system platform has no GPU runtime ([`NoHip`]), so init needs a NIC hint,
-//! as on a GPU-less host.
+//! The GPU runtime is HIP through `dlopen()` ([`SystemHip`]); where it
+//! cannot be loaded the platform has none ([`NoHip`]), and init needs a NIC
+//! hint, as on a GPU-less host.
 
-use super::gpu::NoHip;
+use super::gpu::{HipRuntime, NoHip};
+use super::hip::SystemHip;
 use super::topology::SysfsTopology;
 use super::Platform;
 use crate::options::ProviderChoice;
@@ -74,10 +75,24 @@ impl Provider for SystemProvider {
     }
 }
 
+/// HIP if it loads, else no GPU runtime.
+pub fn system_hip() -> Arc<dyn HipRuntime> {
+    match SystemHip::load() {
+        Ok(h) => {
+            tracing::debug!(hip = ?h, "HIP runtime loaded");
+            Arc::new(h)
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "no HIP runtime; a NIC hint is needed");
+            Arc::new(NoHip)
+        }
+    }
+}
+
 /// The production platform.
 pub fn system_platform(choice: ProviderChoice) -> crate::Result<Platform> {
     Ok(Platform {
-        hip: Arc::new(NoHip),
+        hip: system_hip(),
         rdma: Arc::new(SystemProvider::new(choice)?),
         topology: Arc::new(SysfsTopology::system()),
     })
