@@ -91,15 +91,11 @@ fn buffer_rules() {
     let e = unsafe { lib.register(0x1000, (4usize << 30) + 1) }.unwrap_err();
     assert_eq!(e.op, OpError::SizeTooLarge);
     // SAFETY: refused by the argument checks.
-    assert_eq!(
-        unsafe { lib.register(0, 16) }.unwrap_err().op,
-        OpError::InvalidValue
-    );
+    let r = unsafe { lib.register(0, 16) };
+    assert_eq!(r.unwrap_err().op, OpError::InvalidValue);
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { lib.register(usize::MAX - 4, 16) }.unwrap_err().op,
-        OpError::InvalidValue
-    );
+    let r = unsafe { lib.register(usize::MAX - 4, 16) };
+    assert_eq!(r.unwrap_err().op, OpError::InvalidValue);
     let mut mem = vec![0u8; 256 * 64];
     let mut regs = Vec::new();
     let base = mem.as_mut_ptr() as usize;
@@ -108,15 +104,11 @@ fn buffer_rules() {
         regs.push(unsafe { lib.register(base + i * 64, 64) }.unwrap());
     }
     // SAFETY: refused: the map is full.
-    assert_eq!(
-        unsafe { lib.register(base + 1, 8) }.unwrap_err().op,
-        OpError::Busy
-    );
+    let r = unsafe { lib.register(base + 1, 8) };
+    assert_eq!(r.unwrap_err().op, OpError::Busy);
     // SAFETY: refused: already registered.
-    assert_eq!(
-        unsafe { lib.register(base, 64) }.unwrap_err().op,
-        OpError::BufAlreadyRegistered
-    );
+    let r = unsafe { lib.register(base, 64) };
+    assert_eq!(r.unwrap_err().op, OpError::BufAlreadyRegistered);
     assert_eq!(
         lib.instance().buffers.deregister(base + 1).unwrap_err().op,
         OpError::BufNotRegistered
