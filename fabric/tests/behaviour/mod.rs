@@ -1,0 +1,259 @@
+//! Provider-agnostic behaviour checks: each function takes a provider and
+//! a device name and checks one thing any RDMA provider must do the same
+//! way, soft or libibverbs (on rxe, mlx5, bnxt_re, ionic). Two QPs on the
+//! one device talk to each other through the port's best GID, which every
+//! RoCE NIC and Soft-RoCE loop back.
+//!
+//! Used by `tests/ibverbs_behaviour.rs`, against the soft provider always
+//! and against libibverbs when `HIPOBJ_TEST_IBV_DEVICE` names a device.
+#![allow(dead_code)]
+
+use hipobj_fabric::rc::{self, RcParams, RcPeer};
+use hipobj_fabric::seam::Provider;
+use hipobj_fabric::{
+    pattern, AccessFlags, CompletionQueue, Device, GidEntry, GidType, Mtu, ProtectionDomain, QpCap,
+    QpState, QpType, QueuePair, RegisteredBuffer, RemoteAddr, SendOp, SendWr, Sge, WcOpcode,
+    WcStatus, WorkCompletion,
+};
+use std::time::Duration;
+
+/// Local write and remote read/write: what hipObject registers buffers with.
+pub const RW: AccessFlags = AccessFlags(
+    AccessFlags::LOCAL_WRITE.0 | AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0,
+);
+const REMOTE_RW: AccessFlags =
+    AccessFlags(AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0);
+/// How long a completion may take (retry exhaustion included).
+const COMPLETION_TIMEOUT: Duration = Duration::from_secs(30);
+/// The port every check uses (hipObject always opens port 1).
+const PORT: u8 = 1;
+
+/// The GID hipObject would pick (its `PickBestGid()`): RoCE v2
+/// IPv4-mapped, then RoCE v2 global, RoCE v2 link-local, RoCE v1 global,
+/// RoCE v1 link-local; IB entries after those; ties to the lowest index.
+pub fn best_gid(table: &[GidEntry]) -> GidEntry {
+    let rank = |g: &GidEntry| match (g.gid_type, g.gid.is_ipv4_mapped(), g.gid.is_link_local()) {
+        (GidType::RoceV2, true, _) => 0,
+        (GidType::RoceV2, false, false) => 1,
+        (GidType::RoceV2, false, true) => 2,
+        (GidType::RoceV1, _, false) => 3,
+        (GidType::RoceV1, _, true) => 4,
+        (GidType::Ib, ..) => 5,
+        (GidType::Unknown, ..) => 6,
+    };
+    *table
+        .iter()
+        .min_by_key(|g| (rank(g), g.index))
+        .expect("the port has no configured GID")
+}
+
+/// One side: a device, a PD, a CQ and an RC QP in INIT.
+pub struct End {
+    pub dev: Device,
+    pub pd: ProtectionDomain,
+    pub cq: CompletionQueue,
+    pub qp: QueuePair,
+    pub gid: GidEntry,
+}
+
+impl End {
+    /// Opens `name` with `p` and builds an end whose QP allows `qp_access`.
+    pub fn new(p: &dyn Provider, name: &str, qp_access: AccessFlags) -> End {
+        let dev = Device::open(p, name).unwrap_or_else(|e| panic!("open {name}: {e}"));
+        let pd = dev.alloc_pd().expect("alloc_pd");
+        let cq = dev.create_cq(64).expect("create_cq");
+        let cap = QpCap {
+            max_send_wr: 16,
+            max_recv_wr: 16,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+        };
+        let qp = pd.create_qp(QpType::Rc, &cq, &cq, cap).expect("create_qp");
+        rc::to_init(&qp, PORT, qp_access).expect("to INIT");
+        let gid = best_gid(&dev.gid_table(PORT).expect("gid_table"));
+        End {
+            dev,
+            pd,
+            cq,
+            qp,
+            gid,
+        }
+    }
+
+    /// How a peer reaches this end.
+    pub fn peer(&self) -> RcPeer {
+        RcPeer {
+            qp_num: self.qp.qp_num(),
+            gid: self.gid.gid,
+            lid: 0,
+        }
+    }
+
+    /// hipObject's connection attributes, with this end's GID index and an
+    /// MTU the port supports.
+    pub fn params(&self) -> RcParams {
+        let port = self.dev.query_port(PORT).expect("query_port");
+        let gid_index = u8::try_from(self.gid.index).expect("GID index fits u8");
+        RcParams {
+            gid_index,
+            mtu: min_mtu(port.active_mtu, RcParams::default().mtu),
+            ..RcParams::default()
+        }
+    }
+
+    /// Waits for one completion.
+    pub fn wait(&self) -> WorkCompletion {
+        self.cq
+            .wait_one(COMPLETION_TIMEOUT)
+            .expect("poll")
+            .unwrap_or_else(|| panic!("no completion within {COMPLETION_TIMEOUT:?}"))
+    }
+}
+
+/// The smaller of two MTUs.
+fn min_mtu(a: Mtu, b: Mtu) -> Mtu {
+    if a.bytes() <= b.bytes() {
+        a
+    } else {
+        b
+    }
+}
+
+/// Connects both ends to each other.
+pub fn connect(a: &End, b: &End) {
+    rc::connect(&a.qp, &b.peer(), &a.params()).expect("connect a to b");
+    rc::connect(&b.qp, &a.peer(), &b.params()).expect("connect b to a");
+}
+
+fn remote(buf: &RegisteredBuffer, off: u64) -> RemoteAddr {
+    RemoteAddr {
+        addr: buf.mr().addr() + off,
+        rkey: buf.mr().rkey(),
+    }
+}
+
+fn post(qp: &QueuePair, wr_id: u64, op: SendOp, local: Sge) {
+    qp.post_send(&SendWr {
+        wr_id,
+        op,
+        sg_list: vec![local],
+        signaled: true,
+        dc: None,
+    })
+    .expect("post_send");
+}
+
+/// RDMA WRITE then RDMA READ of `len` bytes arrive byte for byte, at an
+/// unaligned offset, and complete with the right opcodes.
+pub fn write_then_read_is_byte_exact(p: &dyn Provider, device: &str, len: usize) {
+    let a = End::new(p, device, REMOTE_RW);
+    let b = End::new(p, device, REMOTE_RW);
+    connect(&a, &b);
+    let src = a.pd.alloc_buffer(len, RW).expect("alloc src");
+    let dst = b.pd.alloc_buffer(len + 8, RW).expect("alloc dst");
+    let back = a.pd.alloc_buffer(len, RW).expect("alloc back");
+    pattern::fill_buffer(src.buf(), 0, len, 0x5eed).unwrap();
+    let n = u32::try_from(len).expect("len fits u32");
+
+    post(
+        &a.qp,
+        1,
+        SendOp::RdmaWrite(remote(&dst, 3)),
+        src.sge(0, n).unwrap(),
+    );
+    let wc = a.wait();
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (1, WcStatus::Success, WcOpcode::RdmaWrite),
+        "{wc:?}"
+    );
+    let got = dst.buf().to_vec();
+    assert_eq!(&got[..3], &[0, 0, 0], "bytes before the target changed");
+    assert_eq!(
+        pattern::first_mismatch(dst.buf(), 3, len, 0x5eed).unwrap(),
+        None,
+        "WRITE landed wrong"
+    );
+    assert!(
+        got[3 + len..].iter().all(|&b| b == 0),
+        "bytes after the target changed"
+    );
+
+    post(
+        &a.qp,
+        2,
+        SendOp::RdmaRead(remote(&dst, 3)),
+        back.sge(0, n).unwrap(),
+    );
+    let wc = a.wait();
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (2, WcStatus::Success, WcOpcode::RdmaRead),
+        "{wc:?}"
+    );
+    assert_eq!(
+        pattern::first_mismatch(back.buf(), 0, len, 0x5eed).unwrap(),
+        None,
+        "READ returned wrong bytes"
+    );
+    assert_eq!(a.qp.state().unwrap(), QpState::Rts);
+}
+
+/// A WRITE into memory registered without REMOTE_WRITE fails with
+/// REM_ACCESS_ERR, leaves the memory alone, and moves the requester to ERR.
+pub fn write_without_remote_write_is_a_remote_access_error(p: &dyn Provider, device: &str) {
+    let a = End::new(p, device, REMOTE_RW);
+    let b = End::new(p, device, REMOTE_RW);
+    connect(&a, &b);
+    let src = a.pd.alloc_buffer(4096, RW).expect("alloc src");
+    src.buf().fill(0xab);
+    let read_only =
+        b.pd.alloc_buffer(4096, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ)
+            .expect("alloc read-only");
+    post(
+        &a.qp,
+        7,
+        SendOp::RdmaWrite(remote(&read_only, 0)),
+        src.sge(0, 4096).unwrap(),
+    );
+    let wc = a.wait();
+    assert_eq!((wc.wr_id, wc.status), (7, WcStatus::RemAccessErr), "{wc:?}");
+    assert_eq!(
+        read_only.buf().to_vec(),
+        vec![0u8; 4096],
+        "memory was written"
+    );
+    assert_eq!(a.qp.state().unwrap(), QpState::Err);
+}
+
+/// A WRITE to a peer QP that never leaves INIT (so drops every request)
+/// fails with RETRY_EXC_ERR after the retries, without touching the memory.
+pub fn unanswered_requests_exceed_the_retry_count(p: &dyn Provider, device: &str) {
+    let a = End::new(p, device, REMOTE_RW);
+    let b = End::new(p, device, REMOTE_RW);
+    // Short timeout and few retries, so the failure comes quickly on any
+    // provider: 4.096 µs × 2^10 ≈ 4 ms, 2 attempts.
+    let params = RcParams {
+        timeout: 10,
+        retry_cnt: 1,
+        ..a.params()
+    };
+    rc::connect(&a.qp, &b.peer(), &params).expect("connect a");
+    let src = a.pd.alloc_buffer(4096, RW).expect("alloc src");
+    let dst = b.pd.alloc_buffer(4096, RW).expect("alloc dst");
+    src.buf().fill(0xcd);
+    post(
+        &a.qp,
+        9,
+        SendOp::RdmaWrite(remote(&dst, 0)),
+        src.sge(0, 4096).unwrap(),
+    );
+    let wc = a.wait();
+    assert_eq!((wc.wr_id, wc.status), (9, WcStatus::RetryExcErr), "{wc:?}");
+    assert_eq!(b.qp.state().unwrap(), QpState::Init);
+    assert_eq!(
+        dst.buf().to_vec(),
+        vec![0u8; 4096],
+        "a QP in INIT accepted data"
+    );
+}
