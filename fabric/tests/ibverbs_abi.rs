@@ -9,12 +9,13 @@
 //! is skipped with a message, unless `REQUIRE_IBVERBS_HEADERS` is set (as
 //! `.ci/run` does), when it fails instead.
 
+mod abi;
+
 use hipobj_fabric::ibverbs::abi::*;
 use hipobj_fabric::{AccessFlags, QpAttrMask, QpState, SendOp, WcStatus};
 use hipobj_fabric::{RemoteAddr, WcOpcode};
 use std::collections::BTreeMap;
 use std::mem::{align_of, offset_of, size_of};
-use std::path::PathBuf;
 use std::process::Command;
 
 /// One value to compare: a label, the C expression that computes it, and
@@ -739,63 +740,11 @@ fn constants(c: &mut Checks) {
     }
 }
 
-fn header_required() -> bool {
-    std::env::var_os("REQUIRE_IBVERBS_HEADERS").is_some_and(|v| !v.is_empty())
-}
-
-fn skip_or_fail(why: &str) {
-    if header_required() {
-        panic!("{why}, and REQUIRE_IBVERBS_HEADERS is set");
-    }
-    println!(
-        "SKIPPED ibverbs_abi: {why} (install libibverbs-dev; set REQUIRE_IBVERBS_HEADERS=1 \
-         to make this a failure)"
-    );
-}
-
-fn temp_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "hipobj-ibverbs-abi-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
-
-fn cc() -> String {
-    std::env::var("CC").unwrap_or_else(|_| "cc".to_string())
-}
-
-/// Whether `<infiniband/verbs.h>` compiles at all (an error for another
-/// reason than a missing header still runs the real test, and fails it).
-fn header_present(dir: &std::path::Path) -> Result<(), String> {
-    let probe = dir.join("probe.c");
-    std::fs::write(
-        &probe,
-        "#include <infiniband/verbs.h>\nint main(void) { return 0; }\n",
-    )
-    .expect("write probe");
-    match Command::new(cc()).arg("-fsyntax-only").arg(&probe).output() {
-        Err(e) => Err(format!("no C compiler ({}: {e})", cc())),
-        Ok(o) if !o.status.success() => {
-            let err = String::from_utf8_lossy(&o.stderr);
-            if err.contains("infiniband/verbs.h") {
-                Err("<infiniband/verbs.h> is not installed".to_string())
-            } else {
-                Ok(())
-            }
-        }
-        Ok(_) => Ok(()),
-    }
-}
-
 #[test]
 fn rust_declarations_match_the_real_header() {
-    let dir = temp_dir();
-    if let Err(why) = header_present(&dir) {
-        skip_or_fail(&why);
-        let _ = std::fs::remove_dir_all(&dir);
+    let dir = abi::temp_dir("ibverbs-abi");
+    if let Err(why) = abi::header_present(&dir) {
+        abi::skip_or_fail("ibverbs_abi", &why);
         return;
     }
     let checks = checks();
@@ -813,7 +762,7 @@ fn rust_declarations_match_the_real_header() {
     let c_file = dir.join("layout.c");
     let exe = dir.join("layout");
     std::fs::write(&c_file, &src).expect("write layout.c");
-    let out = Command::new(cc())
+    let out = Command::new(abi::cc())
         .args(["-std=gnu11", "-Wall", "-o"])
         .arg(&exe)
         .arg(&c_file)
@@ -846,6 +795,5 @@ fn rust_declarations_match_the_real_header() {
         "checked {} sizes, alignments, offsets and constants against <infiniband/verbs.h>",
         checks.0.len()
     );
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(bad.is_empty(), "ABI mismatches:\n{}", bad.join("\n"));
 }
