@@ -18,6 +18,7 @@ pub mod config;
 pub mod connection;
 pub mod device;
 pub mod error;
+pub mod ffi;
 mod handle;
 pub mod instance;
 pub mod options;

@@ -1,0 +1,38 @@
+//! hipObject's C ABI (`include/hipobj.h`) over [`crate::api`].
+//!
+//! Every exported function runs its body inside `boundary::run`: a panic is
+//! caught there and reported as `hipObjInternalError` (or a fallback
+//! string), so no unwind crosses into C. Pointers from C are checked and
+//! converted by the helpers in `ptr`, never by hand in the functions.
+//!
+//! - [`types`]: the `#[repr(C)]` mirrors of the header's types.
+//! - [`ops`]: the application's `hipObjOps_t` callbacks as an [`S3Ops`].
+//! - [`exports`]: the `hipObj*` functions.
+//!
+//! [`S3Ops`]: crate::transfer::S3Ops
+
+mod boundary;
+pub mod exports;
+pub mod ops;
+mod ptr;
+pub mod types;
+
+pub use exports::*;
+pub use ops::CallbackOps;
+pub use types::{HipObjConfig, HipObjError, HipObjOps, RecvReplyFn, SendRequestFn};
+
+/// `HIPOBJ_RDMA_OP_PUT`.
+pub const HIPOBJ_RDMA_OP_PUT: i32 = 0;
+/// `HIPOBJ_RDMA_OP_GET`.
+pub const HIPOBJ_RDMA_OP_GET: i32 = 1;
+/// `HIPOBJ_SYNC_TO_HOST`.
+pub const HIPOBJ_SYNC_TO_HOST: i32 = 0;
+/// `HIPOBJ_SYNC_TO_DEVICE`.
+pub const HIPOBJ_SYNC_TO_DEVICE: i32 = 1;
+/// `HIPOBJ_RDMA_REPLY_NOT_IMPLEMENTED`: the server declined RDMA.
+pub const HIPOBJ_RDMA_REPLY_NOT_IMPLEMENTED: i32 = 501;
+/// `HIPOBJ_RDMA_REPLY_RECONNECT`: the server does not know the QP pair.
+pub const HIPOBJ_RDMA_REPLY_RECONNECT: i32 = crate::transfer::REPLY_RECONNECT as i32;
+/// Bytes `hipObjTokenClientNic` needs for any dotted quad and its NUL
+/// (`INET_ADDRSTRLEN`).
+pub const NIC_IP_LEN: usize = 16;
