@@ -67,10 +67,17 @@ impl RdmaDevice {
     /// The attributes a QP of this device connects with: hipObject's, with
     /// the vendor's adjustments (today bnxt and ionic use the same values).
     pub fn rc_params(&self) -> RcParams {
+        // READ depth as deep as the device allows, at most hipObject's 16.
+        let info = self.device.info();
+        let cap =
+            |limit: u32, want: u8| u8::try_from(limit.clamp(1, u32::from(want))).unwrap_or(want);
+        let d = RcParams::default();
         let p = RcParams {
             port: self.port,
             gid_index: self.gid_index,
-            ..RcParams::default()
+            max_rd_atomic: cap(info.max_qp_init_rd_atom, d.max_rd_atomic),
+            max_dest_rd_atomic: cap(info.max_qp_rd_atom, d.max_dest_rd_atomic),
+            ..d
         };
         match self.vendor_id {
             VENDOR_BROADCOM => bnxt_params(p),

@@ -88,12 +88,12 @@ impl Instance {
         let nic = match choice {
             select::NicChoice::Topology { name } | select::NicChoice::Hint { name } => name,
         };
-        let device = Arc::new(RdmaDevice::open(platform.rdma.as_ref(), &nic).map_err(
-            |e| match e.op {
-                OpError::NicNotFound => e,
-                _ => Error::new(OpError::NicNotFound, format!("{nic}: {}", e.message)),
-            },
-        )?);
+        let device = Arc::new(RdmaDevice::open(platform.rdma.as_ref(), &nic).map_err(|e| {
+            Error::new(
+                OpError::NicNotFound,
+                format!("cannot open {nic}: {}", e.message),
+            )
+        })?);
         let token_conn = Mutex::new(RcConnection::create(&device)?);
         let pool = ConnectionPool::new(device.clone(), options.max_transfers)?;
         Ok(Instance {

@@ -604,4 +604,8 @@ pub struct DeviceInfo {
     pub supports_dmabuf: bool,
     /// Whether DC (dynamic connection) QPs can be created.
     pub supports_dc: bool,
+    /// Outstanding RDMA READs a QP may accept as responder (`max_qp_rd_atom`).
+    pub max_qp_rd_atom: u32,
+    /// Outstanding RDMA READs a QP may issue (`max_qp_init_rd_atom`).
+    pub max_qp_init_rd_atom: u32,
 }

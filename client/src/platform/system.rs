@@ -39,9 +39,10 @@ impl SystemProvider {
     }
 }
 
-/// The hardware provider, when this build has one.
+/// libibverbs, loaded on first use (a host without it, or without a device,
+/// reports `NoDevice` when a hardware name is opened).
 fn hardware_provider() -> Option<Arc<dyn Provider>> {
-    None
+    Some(Arc::new(hipobj_fabric::ibverbs::VerbsProvider::new()))
 }
 
 fn is_soft_name(name: &str) -> bool {

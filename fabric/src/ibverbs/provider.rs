@@ -271,6 +271,8 @@ impl Provider for VerbsProvider {
             max_mr_size: attr.max_mr_size,
             supports_dmabuf: lib.has_reg_dmabuf_mr(),
             supports_dc: false,
+            max_qp_rd_atom: u32::try_from(attr.max_qp_rd_atom).unwrap_or(0),
+            max_qp_init_rd_atom: u32::try_from(attr.max_qp_init_rd_atom).unwrap_or(0),
         };
         tracing::debug!(
             device = name,

@@ -204,6 +204,8 @@ impl SoftDevice {
             max_mr_size: u64::MAX,
             supports_dmabuf: false,
             supports_dc: true,
+            max_qp_rd_atom: 16,
+            max_qp_init_rd_atom: 16,
         };
         SoftDevice {
             shared: Arc::new(DeviceShared {
