@@ -11,26 +11,41 @@ use std::process::{Child, Command, Output, Stdio};
 
 const STRICT: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic"];
 
-/// `target/<profile>`: where cargo put `libhipobj.so`.
+/// Where cargo put `libhipobj.so`: `target/<profile>` after `cargo build`,
+/// `target/<profile>/deps` when it was only built for the tests.
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     // target/<profile>/deps/c_abi-<hash>
-    let dir = exe
+    let deps = exe
         .parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps")
+        .expect("the test binary lives in target/<profile>/deps");
+    let profile = deps.parent().expect("target/<profile>");
+    let found = [profile, deps]
+        .into_iter()
+        .find(|d| d.join("libhipobj.so").is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no libhipobj.so in {} or {}",
+                profile.display(),
+                deps.display()
+            )
+        })
         .to_path_buf();
-    assert!(
-        dir.join("libhipobj.so").is_file(),
-        "{} has no libhipobj.so",
-        dir.display()
-    );
-    dir
+    found
+}
+
+/// `target/<profile>`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .to_path_buf()
 }
 
 /// `target/c-tests`, created.
 fn out_dir() -> PathBuf {
-    let dir = lib_dir()
+    let dir = profile_dir()
         .parent()
         .expect("target/<profile> has a parent")
         .join("c-tests");

@@ -4,17 +4,26 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// `target/<profile>/libhipobj.so`, next to the `deps` directory this test
-/// runs from; cargo builds it with the package's library.
+/// `libhipobj.so`: in `target/<profile>` after `cargo build`, in
+/// `target/<profile>/deps` when cargo built it only for the tests.
 fn cdylib() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    let lib = exe
+    let deps = exe
         .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test binary lives in target/<profile>/deps")
-        .join("libhipobj.so");
-    assert!(lib.is_file(), "{} is missing", lib.display());
-    lib
+        .expect("the test binary lives in target/<profile>/deps");
+    let profile = deps.parent().expect("target/<profile>");
+    let found = [profile, deps]
+        .into_iter()
+        .map(|d| d.join("libhipobj.so"))
+        .find(|l| l.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no libhipobj.so in {} or {}",
+                profile.display(),
+                deps.display()
+            )
+        });
+    found
 }
 
 /// Every defined dynamic symbol as `(type, name)`, version names dropped.
