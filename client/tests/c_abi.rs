@@ -121,6 +121,16 @@ fn api_basics() {
 }
 
 #[test]
+fn no_device_through_the_real_loaders() {
+    let exe = build_c("nodevice");
+    run(
+        &exe,
+        "nodevice",
+        &[("HIPOBJ_PROVIDER", "auto"), ("HIPOBJ_MAX_TRANSFERS", "2")],
+    );
+}
+
+#[test]
 fn lifecycle() {
     let exe = build_c("lifecycle");
     run(
