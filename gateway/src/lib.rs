@@ -1,0 +1,12 @@
+//! The RDMA S3 front: one engine behind two binaries.
+//!
+//! Requests carrying `x-amz-rdma-token` are served by one-sided RDMA (the
+//! client's buffer is written for a GET and read for a PUT or UploadPart);
+//! everything else is proxied to the upstream S3 store. Every request is
+//! authenticated with SigV4 on the way in and signed again on the way out.
+
+pub mod auth;
+pub mod body;
+pub mod proxy;
+pub mod s3err;
+pub mod upstream;

@@ -1,0 +1,1 @@
+//! The plain path: requests without a token, proxied as streams (being written).

@@ -1,0 +1,1 @@
+//! S3 XML error responses (being written).
