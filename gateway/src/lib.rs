@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod config;
 pub mod proxy;
 pub mod s3err;
 pub mod upstream;

@@ -1,0 +1,94 @@
+//! What the engine is configured with. The binaries fill it from flags and
+//! the environment (clap); tests build it directly.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// An access key and its secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyPair {
+    /// Access key id.
+    pub access_key: String,
+    /// Secret access key (never logged).
+    pub secret_key: String,
+}
+
+impl std::fmt::Debug for KeyPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyPair").field("access_key", &self.access_key).field("secret_key", &"<redacted>").finish()
+    }
+}
+
+/// Where the objects live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpstreamConfig {
+    /// A remote S3 endpoint (MinIO, ...), signed with its own credentials.
+    Remote {
+        /// Base URL, `http://host:port`.
+        endpoint: String,
+        /// Credentials for the upstream.
+        credentials: KeyPair,
+    },
+    /// The embedded store (s3s-fs) in a directory, served in-process.
+    Embedded {
+        /// Its root directory.
+        root: PathBuf,
+    },
+}
+
+/// The RDMA side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RdmaConfig {
+    /// The device to open (`soft0`, `soft:<ipv4>`, `mlx5_0`, ...); `None`
+    /// chooses: the first hardware device, else the software provider's
+    /// `soft0`.
+    pub device: Option<String>,
+    /// Bytes per staging buffer (one RDMA WRITE or READ each).
+    pub chunk_size: usize,
+    /// Staging buffers in the shared pool (chunk_size × buffers is the
+    /// engine's RDMA memory).
+    pub buffers: usize,
+    /// Chunks in flight per transfer.
+    pub depth: usize,
+    /// How long a transfer waits for a staging buffer before it fails.
+    pub pool_timeout: Duration,
+    /// Connected QP pairs allowed per access key.
+    pub pairs_per_key: usize,
+    /// Connected QP pairs allowed in all.
+    pub pairs_total: usize,
+    /// Idle time after which a pair is dropped.
+    pub pair_idle: Duration,
+}
+
+impl Default for RdmaConfig {
+    fn default() -> RdmaConfig {
+        RdmaConfig {
+            device: None,
+            chunk_size: 8 << 20,
+            buffers: 32,
+            depth: 4,
+            pool_timeout: Duration::from_secs(30),
+            pairs_per_key: 256,
+            pairs_total: 1024,
+            pair_idle: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Everything the engine needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The region requests are signed for.
+    pub region: String,
+    /// Credentials clients sign with.
+    pub credentials: Vec<KeyPair>,
+    /// Clock skew allowed on signed requests.
+    pub max_skew: Duration,
+    /// Where the objects live.
+    pub upstream: UpstreamConfig,
+    /// The RDMA side.
+    pub rdma: RdmaConfig,
+}
