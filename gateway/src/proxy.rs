@@ -1,1 +1,289 @@
-//! The plain path: requests without a token, proxied as streams (being written).
+//! The plain path: requests without a token, proxied as streams.
+//!
+//! The auth layer has verified the client's signature and decoded the body
+//! (aws-chunked framing removed, chunk signatures checked); what is left is
+//! to drop the headers that belong to the client's hop or signature,
+//! re-address and re-sign the request for the store (the [`Upstream`]'s
+//! job) and pass the store's answer back untouched but for hop-by-hop
+//! headers.
+
+use http::header::{
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH,
+};
+use http::{Request, Response, Uri, Version};
+
+use crate::body::Body;
+use crate::s3err::S3Error;
+use crate::upstream::{Payload, Upstream, UpstreamError};
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1, plus the legacy `keep-alive` and
+/// `proxy-connection`), never forwarded in either direction.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Request headers that belong to the client's signature, framing or hop
+/// and are never forwarded; the upstream sets its own `Host` and signature.
+const CLIENT_ONLY: &[&str] = &[
+    "host",
+    "expect",
+    "authorization",
+    "x-amz-date",
+    "x-amz-content-sha256",
+    "x-amz-security-token",
+    "x-amz-decoded-content-length",
+];
+
+/// The prefix of this project's own request headers (`x-amz-rdma-token`, ...).
+const RDMA_PREFIX: &str = "x-amz-rdma-";
+
+/// Query parameters of a presigned URL: the client's signature, verified
+/// by the auth layer, replaced upstream by the store's `Authorization`.
+const PRESIGN_PARAMS: &[&str] = &[
+    "x-amz-algorithm",
+    "x-amz-credential",
+    "x-amz-date",
+    "x-amz-expires",
+    "x-amz-signedheaders",
+    "x-amz-signature",
+    "x-amz-security-token",
+];
+
+/// Forwards a verified request without an RDMA token to the store and
+/// streams the answer back, status and headers intact (less hop-by-hop
+/// ones). The store's own S3 errors pass through as they are; only a store
+/// that cannot be reached (or a target that cannot be sent on) becomes an
+/// [`S3Error`].
+///
+/// `body` is already decoded by the auth layer; when `decoded_length` is
+/// `Some` it becomes the `Content-Length`. Presigned-URL parameters are
+/// dropped from the query (the store's request is signed in the header).
+pub async fn forward(
+    upstream: &dyn Upstream,
+    parts: http::request::Parts,
+    body: Body,
+    decoded_length: Option<u64>,
+    payload: Payload,
+) -> Result<Response<Body>, S3Error> {
+    let mut headers = forwardable_headers(&parts.headers);
+    if let Some(len) = decoded_length {
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    let uri = strip_presign_params(&parts.uri)?;
+
+    let mut req = Request::new(body);
+    *req.method_mut() = parts.method;
+    *req.uri_mut() = uri;
+    *req.version_mut() = Version::HTTP_11;
+    *req.headers_mut() = headers;
+
+    let resp = upstream.send(req, payload).await.map_err(|err| {
+        let s3err = to_s3_error(&err);
+        tracing::warn!(upstream = %upstream.describe(), error = %err, "store request failed");
+        s3err
+    })?;
+
+    let (mut parts, body) = resp.into_parts();
+    remove_hop_by_hop(&mut parts.headers);
+    Ok(Response::from_parts(parts, body))
+}
+
+/// What a client is told when the store gave no answer.
+fn to_s3_error(err: &UpstreamError) -> S3Error {
+    match err {
+        UpstreamError::InvalidTarget(reason) => S3Error::new(
+            http::StatusCode::BAD_REQUEST,
+            "InvalidURI",
+            format!("invalid request target: {reason}"),
+        ),
+        UpstreamError::ConnectTimeout => {
+            S3Error::bad_gateway("the store did not accept a connection in time")
+        }
+        UpstreamError::Connect(_) => S3Error::bad_gateway("the store could not be reached"),
+        UpstreamError::Request(_) | UpstreamError::Embedded(_) => {
+            S3Error::bad_gateway("the store failed to answer the request")
+        }
+        UpstreamError::Sign(_)
+        | UpstreamError::InvalidEndpoint { .. }
+        | UpstreamError::EmbeddedInit { .. }
+        | UpstreamError::Random(_) => {
+            S3Error::internal("the request could not be prepared for the store")
+        }
+    }
+}
+
+/// The headers that must not be forwarded removed from a client's request:
+///
+/// - hop-by-hop headers (`Connection`, `Keep-Alive`, `TE`, `Trailer`,
+///   `Transfer-Encoding`, `Upgrade`, `Proxy-*`) and any header `Connection`
+///   names;
+/// - `Host` and `Expect` (the upstream connection has its own);
+/// - the client's signature: `Authorization`, `X-Amz-Date`,
+///   `x-amz-content-sha256`, `x-amz-security-token`;
+/// - `x-amz-rdma-*`;
+/// - the aws-chunked framing: the `aws-chunked` token of
+///   `Content-Encoding` (the header goes when nothing else is left), the
+///   encoded `Content-Length`, and `x-amz-decoded-content-length`, which
+///   becomes the `Content-Length`;
+/// - `x-amz-trailer`, whose trailer the decoded body no longer carries, and
+///   with it `x-amz-sdk-checksum-algorithm` (a store refuses an algorithm
+///   named without its checksum).
+pub fn forwardable_headers(headers: &HeaderMap) -> HeaderMap {
+    let connection_named: Vec<String> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect();
+
+    let content_encoding: Vec<&str> = headers
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    let streaming_sha = headers
+        .get("x-amz-content-sha256")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("STREAMING-"));
+    let chunked = streaming_sha
+        || headers.contains_key("x-amz-decoded-content-length")
+        || content_encoding
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case("aws-chunked"));
+    let has_trailer = headers.contains_key("x-amz-trailer");
+
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let n = name.as_str();
+        if HOP_BY_HOP.contains(&n)
+            || CLIENT_ONLY.contains(&n)
+            || n.starts_with(RDMA_PREFIX)
+            || connection_named.iter().any(|c| c == n)
+            || n == "x-amz-trailer"
+            || (has_trailer && n == "x-amz-sdk-checksum-algorithm")
+            || (chunked && name == CONTENT_LENGTH)
+            || name == CONTENT_ENCODING
+        {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+
+    let encodings: Vec<&str> = content_encoding
+        .into_iter()
+        .filter(|t| !t.eq_ignore_ascii_case("aws-chunked"))
+        .collect();
+    if !encodings.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&encodings.join(", ")) {
+            out.insert(CONTENT_ENCODING, v);
+        }
+    }
+
+    if let Some(decoded) = headers
+        .get("x-amz-decoded-content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        out.insert(CONTENT_LENGTH, HeaderValue::from(decoded));
+    }
+    out
+}
+
+/// Removes hop-by-hop headers, and those `Connection` names, in place.
+fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+}
+
+/// The client's URI less any presigned-URL signature parameters.
+fn strip_presign_params(uri: &Uri) -> Result<Uri, S3Error> {
+    let Some(query) = uri.query() else {
+        return Ok(uri.clone());
+    };
+    let is_presign = |param: &str| {
+        let name = param.split_once('=').map_or(param, |(n, _)| n);
+        PRESIGN_PARAMS.iter().any(|p| p.eq_ignore_ascii_case(name))
+    };
+    if !query.split('&').any(is_presign) {
+        return Ok(uri.clone());
+    }
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|p| !p.is_empty() && !is_presign(p))
+        .collect();
+    let mut pq = uri.path().to_owned();
+    if !kept.is_empty() {
+        pq.push('?');
+        pq.push_str(&kept.join("&"));
+    }
+    let mut uri_parts = uri.clone().into_parts();
+    uri_parts.path_and_query = Some(pq.parse().map_err(|_| {
+        S3Error::new(
+            http::StatusCode::BAD_REQUEST,
+            "InvalidURI",
+            "invalid request target",
+        )
+    })?);
+    Uri::from_parts(uri_parts).map_err(|_| {
+        S3Error::new(
+            http::StatusCode::BAD_REQUEST,
+            "InvalidURI",
+            "invalid request target",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presign_params_are_dropped() {
+        let uri: Uri = "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=a%2Fb&versionId=3&X-Amz-Signature=ff"
+            .parse()
+            .unwrap();
+        assert_eq!(strip_presign_params(&uri).unwrap(), "/b/k?versionId=3");
+        let uri: Uri = "/b/k?X-Amz-Signature=ff".parse().unwrap();
+        assert_eq!(strip_presign_params(&uri).unwrap(), "/b/k");
+        let uri: Uri = "/b/k?uploads".parse().unwrap();
+        assert_eq!(strip_presign_params(&uri).unwrap(), "/b/k?uploads");
+    }
+
+    #[test]
+    fn response_hop_by_hop_removed() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", HeaderValue::from_static("close, x-foo"));
+        h.insert("x-foo", HeaderValue::from_static("1"));
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        h.insert("etag", HeaderValue::from_static("\"abc\""));
+        h.insert("content-length", HeaderValue::from_static("5"));
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 2);
+        assert_eq!(h["etag"], "\"abc\"");
+        assert_eq!(h["content-length"], "5");
+    }
+}

@@ -1,1 +1,264 @@
-//! The S3 store behind the front (being written).
+//! The S3 store behind the front.
+//!
+//! Two kinds share one interface, [`Upstream`]: a remote S3 endpoint reached
+//! over HTTP ([`remote::RemoteUpstream`]) and the embedded s3s-fs store
+//! served in-process ([`embedded::EmbeddedUpstream`]). Either way the request
+//! is re-addressed to the store, signed with the store's own credentials
+//! (SigV4, through [`crate::auth::sign_request`]) and streamed both ways.
+
+pub mod embedded;
+pub mod remote;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::future::BoxFuture;
+use http::{Request, Response, StatusCode};
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+use crate::body::{Body, BoxError};
+use crate::config::{KeyPair, UpstreamConfig};
+
+pub use self::embedded::EmbeddedUpstream;
+pub use self::remote::RemoteUpstream;
+
+/// The SHA-256 of an empty payload, in hex.
+pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+/// How long [`Upstream::ready`] waits for the store's answer.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What to sign the upstream request's payload as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Payload {
+    /// `UNSIGNED-PAYLOAD`: the body is sent unhashed.
+    Unsigned,
+    /// The body's SHA-256, lowercase hex (64 characters).
+    Sha256(String),
+}
+
+impl Payload {
+    /// The value for `x-amz-content-sha256` and the canonical request.
+    pub fn hash(&self) -> &str {
+        match self {
+            Payload::Unsigned => "UNSIGNED-PAYLOAD",
+            Payload::Sha256(hex) => hex,
+        }
+    }
+}
+
+/// Why a request to the store got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// The configured endpoint is not an `http://host[:port]` URL.
+    #[error("invalid upstream endpoint {endpoint:?}: {reason}")]
+    InvalidEndpoint {
+        /// The endpoint as configured.
+        endpoint: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The embedded store could not be opened.
+    #[error("cannot open the embedded store at {root}: {reason}")]
+    EmbeddedInit {
+        /// Its root directory.
+        root: String,
+        /// Why.
+        reason: String,
+    },
+    /// No random key could be generated for the embedded store.
+    #[error("cannot generate the embedded store's key: {0}")]
+    Random(String),
+    /// The request's target cannot be sent on (bad percent-encoding, ...).
+    #[error("invalid request target: {0}")]
+    InvalidTarget(String),
+    /// Signing the request for the store failed.
+    #[error("signing the upstream request: {0}")]
+    Sign(String),
+    /// The store's TCP connection could not be made.
+    #[error("cannot connect to the store: {0}")]
+    Connect(#[source] BoxError),
+    /// Connecting to the store timed out.
+    #[error("connecting to the store timed out")]
+    ConnectTimeout,
+    /// The request failed on an established connection (reset, closed,
+    /// malformed response head, ...).
+    #[error("request to the store failed: {0}")]
+    Request(#[source] BoxError),
+    /// The embedded store failed the request without an S3 answer.
+    #[error("embedded store failed: {0}")]
+    Embedded(#[source] BoxError),
+}
+
+/// The store behind the front.
+pub trait Upstream: Send + Sync + std::fmt::Debug + 'static {
+    /// Sends one request to the store.
+    ///
+    /// `req` has the client's method, raw path-and-query (as the client sent
+    /// it, e.g. `/bucket/key%20x?partNumber=1&uploadId=..`), and the headers
+    /// to forward (the caller already removed `Authorization`,
+    /// `X-Amz-Date`, `x-amz-content-sha256`, `x-amz-rdma-token`, hop-by-hop
+    /// headers and aws-chunked encoding headers); `Content-Length` is set
+    /// when known. The upstream rewrites the URI to its endpoint (the path
+    /// re-encoded canonically, an empty `delimiter` dropped from the
+    /// query), sets `Host`, signs with its own credentials and streams both
+    /// ways. Any S3 error the store answers with is an `Ok` response.
+    fn send(
+        &self,
+        req: Request<Body>,
+        payload: Payload,
+    ) -> BoxFuture<'static, Result<Response<Body>, UpstreamError>>;
+
+    /// Whether the store answers: a signed `GET /` (ListBuckets) that
+    /// returns 200 within [`READY_TIMEOUT`].
+    fn ready(&self) -> BoxFuture<'static, bool> {
+        let mut req = Request::new(Body::empty());
+        *req.uri_mut() = http::Uri::from_static("/");
+        let fut = self.send(req, Payload::Sha256(EMPTY_SHA256.to_owned()));
+        let what = self.describe();
+        Box::pin(async move {
+            match tokio::time::timeout(READY_TIMEOUT, fut).await {
+                Ok(Ok(resp)) if resp.status() == StatusCode::OK => true,
+                Ok(Ok(resp)) => {
+                    tracing::warn!(upstream = %what, status = %resp.status(), "store not ready");
+                    false
+                }
+                Ok(Err(err)) => {
+                    tracing::warn!(upstream = %what, error = %err, "store not ready");
+                    false
+                }
+                Err(_) => {
+                    tracing::warn!(upstream = %what, "store not ready: no answer in time");
+                    false
+                }
+            }
+        })
+    }
+
+    /// A one-line description for logs (no credentials).
+    fn describe(&self) -> String;
+}
+
+/// Opens the configured store. Spawns nothing and needs no runtime; the
+/// embedded store's root is created if missing.
+pub fn build(cfg: &UpstreamConfig, region: &str) -> Result<Arc<dyn Upstream>, UpstreamError> {
+    match cfg {
+        UpstreamConfig::Remote {
+            endpoint,
+            credentials,
+        } => Ok(Arc::new(RemoteUpstream::new(
+            endpoint,
+            credentials.clone(),
+            region,
+        )?)),
+        UpstreamConfig::Embedded { root } => Ok(Arc::new(EmbeddedUpstream::new(root, region)?)),
+    }
+}
+
+/// What AWS's URI encoding leaves alone in a path: unreserved characters
+/// and `/`.
+const PATH_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/');
+
+/// The path-and-query to send to the store for a client's raw one.
+///
+/// The path is decoded and encoded again the way SigV4 canonicalizes it
+/// (every byte but unreserved characters and `/` percent-encoded), so the
+/// store's canonical path matches the one signed whatever escaping the
+/// client chose. The query is kept as sent, less an empty `delimiter`
+/// parameter (s3s-fs lists nothing for `delimiter=`, which minio-py sends).
+pub(crate) fn upstream_path_and_query(uri: &http::Uri) -> Result<String, UpstreamError> {
+    let raw_path = uri.path();
+    let path = percent_decode_str(raw_path)
+        .decode_utf8()
+        .map_err(|_| UpstreamError::InvalidTarget("path is not UTF-8 once decoded".into()))?;
+    let mut out = String::with_capacity(raw_path.len() + uri.query().map_or(0, |q| q.len() + 1));
+    if !path.starts_with('/') {
+        out.push('/');
+    }
+    out.extend(utf8_percent_encode(&path, PATH_ENCODE));
+    if let Some(query) = uri.query() {
+        let mut first = true;
+        for param in query.split('&') {
+            if param.is_empty() || param == "delimiter" || param == "delimiter=" {
+                continue;
+            }
+            out.push(if first { '?' } else { '&' });
+            out.push_str(param);
+            first = false;
+        }
+    }
+    Ok(out)
+}
+
+/// Signs `req` for the store with `credentials`.
+pub(crate) fn sign(
+    req: &mut Request<Body>,
+    credentials: &KeyPair,
+    region: &str,
+    payload: &Payload,
+) -> Result<(), UpstreamError> {
+    crate::auth::sign_request(
+        req,
+        &credentials.access_key,
+        &credentials.secret_key,
+        region,
+        payload.hash(),
+        SystemTime::now(),
+    )
+    .map_err(|e| UpstreamError::Sign(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pq(s: &str) -> String {
+        upstream_path_and_query(&s.parse().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn path_is_canonically_encoded() {
+        assert_eq!(pq("/bucket/key%20x"), "/bucket/key%20x");
+        assert_eq!(pq("/bucket/a%7Eb%2Dc"), "/bucket/a~b-c");
+        assert_eq!(pq("/bucket/a+b"), "/bucket/a%2Bb");
+        assert_eq!(pq("/bucket/%C3%A9t%C3%A9"), "/bucket/%C3%A9t%C3%A9");
+        assert_eq!(pq("/bucket/a!b*c"), "/bucket/a%21b%2Ac");
+        assert_eq!(pq("/"), "/");
+    }
+
+    #[test]
+    fn query_kept_less_empty_delimiter() {
+        assert_eq!(
+            pq("/b?partNumber=1&uploadId=x%2By"),
+            "/b?partNumber=1&uploadId=x%2By"
+        );
+        assert_eq!(
+            pq("/b?list-type=2&delimiter=&prefix=a"),
+            "/b?list-type=2&prefix=a"
+        );
+        assert_eq!(pq("/b?delimiter=&list-type=2"), "/b?list-type=2");
+        assert_eq!(pq("/b?delimiter"), "/b");
+        assert_eq!(pq("/b?delimiter=%2F"), "/b?delimiter=%2F");
+        assert_eq!(pq("/b?uploads"), "/b?uploads");
+    }
+
+    #[test]
+    fn invalid_utf8_path_is_refused() {
+        let uri: http::Uri = "/b/%FF".parse().unwrap();
+        assert!(matches!(
+            upstream_path_and_query(&uri),
+            Err(UpstreamError::InvalidTarget(_))
+        ));
+    }
+
+    #[test]
+    fn payload_hash() {
+        assert_eq!(Payload::Unsigned.hash(), "UNSIGNED-PAYLOAD");
+        assert_eq!(Payload::Sha256(EMPTY_SHA256.into()).hash(), EMPTY_SHA256);
+    }
+}

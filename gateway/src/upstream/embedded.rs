@@ -1,0 +1,148 @@
+//! The embedded store: s3s-fs over a directory, served in-process.
+//!
+//! Requests go through s3s's whole S3 service, SigV4 verification included:
+//! each is signed with a key pair generated at start, exactly as a remote
+//! store's would be, so the embedded and remote paths differ only in the
+//! transport.
+
+use std::path::{Path, PathBuf};
+
+use futures::future::BoxFuture;
+use http::header::{HeaderValue, HOST};
+use http::{Request, Response, Uri, Version};
+use s3s::auth::SimpleAuth;
+use s3s::service::{S3Service, S3ServiceBuilder};
+
+use super::{Payload, Upstream, UpstreamError};
+use crate::body::{Body, BoxError};
+use crate::config::KeyPair;
+
+/// The `Host` the embedded store's requests carry (and are signed with).
+/// A bare name, so s3s treats every request as path-style.
+const EMBEDDED_HOST: &str = "hipobj-embedded";
+
+/// s3s-fs over a directory, behind the [`Upstream`] interface. Cheap to
+/// clone: clones share the service.
+#[derive(Clone)]
+pub struct EmbeddedUpstream {
+    service: S3Service,
+    root: PathBuf,
+    credentials: KeyPair,
+    region: String,
+}
+
+impl std::fmt::Debug for EmbeddedUpstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedUpstream")
+            .field("root", &self.root)
+            .field("region", &self.region)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EmbeddedUpstream {
+    /// Opens (creating it if missing) the store at `root`. Requests are
+    /// signed for `region` with an internal key pair drawn from the OS's
+    /// random source.
+    pub fn new(root: &Path, region: &str) -> Result<EmbeddedUpstream, UpstreamError> {
+        let init = |reason: String| UpstreamError::EmbeddedInit {
+            root: root.display().to_string(),
+            reason,
+        };
+        std::fs::create_dir_all(root).map_err(|e| init(e.to_string()))?;
+        let fs = s3s_fs::FileSystem::new(root).map_err(|e| init(format!("{e:?}")))?;
+
+        let credentials = random_key_pair()?;
+        let mut builder = S3ServiceBuilder::new(fs);
+        builder.set_auth(SimpleAuth::from_single(
+            credentials.access_key.as_str(),
+            credentials.secret_key.as_str(),
+        ));
+        Ok(EmbeddedUpstream {
+            service: builder.build(),
+            root: root.to_owned(),
+            credentials,
+            region: region.to_owned(),
+        })
+    }
+
+    /// The store's root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// A fresh access key (20 characters) and secret (40), uppercase and
+/// lowercase hex from the OS's random source.
+fn random_key_pair() -> Result<KeyPair, UpstreamError> {
+    let mut bytes = [0u8; 30];
+    getrandom::fill(&mut bytes).map_err(|e| UpstreamError::Random(e.to_string()))?;
+    Ok(KeyPair {
+        access_key: hex::encode_upper(&bytes[..10]),
+        secret_key: hex::encode(&bytes[10..]),
+    })
+}
+
+impl Upstream for EmbeddedUpstream {
+    fn send(
+        &self,
+        req: Request<Body>,
+        payload: Payload,
+    ) -> BoxFuture<'static, Result<Response<Body>, UpstreamError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let (mut parts, body) = req.into_parts();
+            let path_and_query = super::upstream_path_and_query(&parts.uri)?;
+            parts.uri = Uri::try_from(path_and_query)
+                .map_err(|e| UpstreamError::InvalidTarget(e.to_string()))?;
+            parts.version = Version::HTTP_11;
+            parts
+                .headers
+                .insert(HOST, HeaderValue::from_static(EMBEDDED_HOST));
+            let mut req = Request::from_parts(parts, body);
+            super::sign(&mut req, &this.credentials, &this.region, &payload)?;
+
+            let method = req.method().clone();
+            tracing::debug!(%method, path = req.uri().path(), "to embedded store");
+            let req = req.map(s3s::Body::http_body_unsync);
+            let resp = this
+                .service
+                .call(req)
+                .await
+                .map_err(|e| UpstreamError::Embedded(BoxError::from(e)))?;
+            tracing::debug!(%method, status = %resp.status(), "from embedded store");
+            Ok(resp.map(Body::new))
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "embedded s3s-fs at {} (region {})",
+            self.root.display(),
+            self.region
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_random_and_shaped() {
+        let a = random_key_pair().unwrap();
+        let b = random_key_pair().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.access_key.len(), 20);
+        assert_eq!(a.secret_key.len(), 40);
+    }
+
+    #[test]
+    fn debug_has_no_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let up = EmbeddedUpstream::new(dir.path(), "us-east-1").unwrap();
+        let s = format!("{up:?} {}", up.describe());
+        assert!(!s.contains(&up.credentials.secret_key), "{s}");
+        assert!(!s.contains(&up.credentials.access_key), "{s}");
+    }
+}

@@ -1,0 +1,222 @@
+//! A remote S3 endpoint (MinIO, Ceph RGW, another s3s server, ...) over
+//! plain HTTP/1.1.
+//!
+//! Only `http://` endpoints are served: TLS would need a rustls connector
+//! (hyper-rustls and a root store), which the crate does not depend on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use http::header::{HeaderValue, HOST};
+use http::uri::{Authority, Scheme};
+use http::{Request, Response, Uri, Version};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use super::{Payload, Upstream, UpstreamError};
+use crate::body::{Body, BoxError};
+use crate::config::KeyPair;
+
+/// How long a TCP connect to the store may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long an idle pooled connection is kept.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// TCP keep-alive probe interval on connections to the store.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+
+/// A remote S3 store at an `http://host[:port]` endpoint, signed with its
+/// own credentials. Cheap to clone: clones share the connection pool.
+#[derive(Clone)]
+pub struct RemoteUpstream {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client<HttpConnector, Body>,
+    endpoint: String,
+    authority: Authority,
+    host: HeaderValue,
+    credentials: KeyPair,
+    region: String,
+}
+
+impl std::fmt::Debug for RemoteUpstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteUpstream")
+            .field("endpoint", &self.inner.endpoint)
+            .field("region", &self.inner.region)
+            .field("access_key", &self.inner.credentials.access_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RemoteUpstream {
+    /// A client for the store at `endpoint` (`http://host[:port]`, an
+    /// optional trailing `/`), signing with `credentials` for `region`.
+    /// Connections are made on first use; nothing is spawned here.
+    pub fn new(
+        endpoint: &str,
+        credentials: KeyPair,
+        region: &str,
+    ) -> Result<RemoteUpstream, UpstreamError> {
+        let invalid = |reason| UpstreamError::InvalidEndpoint {
+            endpoint: endpoint.to_owned(),
+            reason,
+        };
+        let uri: Uri = endpoint.parse().map_err(|_| invalid("not a URL"))?;
+        match uri.scheme() {
+            Some(s) if *s == Scheme::HTTP => {}
+            Some(s) if *s == Scheme::HTTPS => {
+                return Err(invalid("https is not supported; use http://"))
+            }
+            _ => return Err(invalid("the scheme must be http://")),
+        }
+        let authority = uri.authority().cloned().ok_or_else(|| invalid("no host"))?;
+        if authority.as_str().contains('@') {
+            return Err(invalid("user information is not allowed"));
+        }
+        if let Some(pq) = uri.path_and_query() {
+            if (pq.path() != "/" && !pq.path().is_empty()) || pq.query().is_some() {
+                return Err(invalid("a path or query is not supported"));
+            }
+        }
+        let host = HeaderValue::from_str(authority.as_str()).map_err(|_| invalid("bad host"))?;
+
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        connector.set_nodelay(true);
+        connector.set_keepalive(Some(TCP_KEEPALIVE));
+        connector.enforce_http(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .set_host(false)
+            .build(connector);
+
+        Ok(RemoteUpstream {
+            inner: Arc::new(Inner {
+                client,
+                endpoint: format!("http://{authority}"),
+                authority,
+                host,
+                credentials,
+                region: region.to_owned(),
+            }),
+        })
+    }
+}
+
+impl Inner {
+    async fn send(
+        &self,
+        req: Request<Body>,
+        payload: Payload,
+    ) -> Result<Response<Body>, UpstreamError> {
+        let (mut parts, body) = req.into_parts();
+        let path_and_query = super::upstream_path_and_query(&parts.uri)?;
+        parts.uri = Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(self.authority.clone())
+            .path_and_query(path_and_query)
+            .build()
+            .map_err(|e| UpstreamError::InvalidTarget(e.to_string()))?;
+        parts.version = Version::HTTP_11;
+        parts.headers.insert(HOST, self.host.clone());
+        let method = parts.method.clone();
+        let mut req = Request::from_parts(parts, body);
+        super::sign(&mut req, &self.credentials, &self.region, &payload)?;
+
+        tracing::debug!(upstream = %self.endpoint, %method, path = req.uri().path(), "to store");
+        let resp = self.client.request(req).await.map_err(classify)?;
+        tracing::debug!(upstream = %self.endpoint, %method, status = %resp.status(), "from store");
+        Ok(resp.map(Body::new))
+    }
+}
+
+/// Sorts a client error into connect failure, connect timeout or a failure
+/// on an established connection.
+fn classify(err: hyper_util::client::legacy::Error) -> UpstreamError {
+    if err.is_connect() {
+        let mut source: Option<&(dyn std::error::Error + 'static)> =
+            std::error::Error::source(&err);
+        while let Some(e) = source {
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            {
+                return UpstreamError::ConnectTimeout;
+            }
+            source = e.source();
+        }
+        UpstreamError::Connect(BoxError::from(err))
+    } else {
+        UpstreamError::Request(BoxError::from(err))
+    }
+}
+
+impl Upstream for RemoteUpstream {
+    fn send(
+        &self,
+        req: Request<Body>,
+        payload: Payload,
+    ) -> BoxFuture<'static, Result<Response<Body>, UpstreamError>> {
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move { inner.send(req, payload).await })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "remote S3 at {} (region {})",
+            self.inner.endpoint, self.inner.region
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> KeyPair {
+        KeyPair {
+            access_key: "AK".into(),
+            secret_key: "s3cr3t-value".into(),
+        }
+    }
+
+    #[test]
+    fn endpoints() {
+        for ok in [
+            "http://127.0.0.1:9000",
+            "http://localhost:9000/",
+            "http://minio",
+        ] {
+            RemoteUpstream::new(ok, key(), "us-east-1").unwrap();
+        }
+        for bad in [
+            "https://x:9000",
+            "ftp://x",
+            "x:9000",
+            "http://x:9000/prefix",
+            "http://u:p@x:9000",
+            "not a url",
+        ] {
+            assert!(
+                matches!(
+                    RemoteUpstream::new(bad, key(), "us-east-1"),
+                    Err(UpstreamError::InvalidEndpoint { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn debug_has_no_secret() {
+        let up = RemoteUpstream::new("http://h:1", key(), "r").unwrap();
+        let s = format!("{up:?} {}", up.describe());
+        assert!(!s.contains("s3cr3t"), "{s}");
+    }
+}
