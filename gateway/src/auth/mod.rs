@@ -1,1 +1,161 @@
-//! SigV4 authentication of incoming requests and signing of upstream ones (being written).
+//! SigV4 authentication of incoming requests and signing of upstream ones.
+//!
+//! - [`verify`] checks a request's signature, header-signed
+//!   (`Authorization: AWS4-HMAC-SHA256 ...`) or presigned (`X-Amz-*` query
+//!   parameters), against the configured [`Credentials`], and says in
+//!   [`Verified::body`] what the client signed about the body.
+//! - [`decode_body`] turns the body into what the client meant: aws-chunked
+//!   decoded with every chunk signature checked in order, or a plain body
+//!   whose SHA-256 is checked at its end. It streams; at most one chunk is
+//!   buffered.
+//! - [`sign_request`] signs an outbound request to the store with aws-sigv4,
+//!   in S3's mode (single percent-encoding, no path normalization).
+//!
+//! The canonical request follows AWS SigV4 for S3: the canonical URI is the
+//! raw path as received (S3 neither re-encodes nor normalizes it); query
+//! keys and values are decoded then re-encoded with the unreserved set
+//! `A-Za-z0-9-_.~` and sorted; signed header values are trimmed with runs
+//! of spaces collapsed. As Garage does, `host` and every `x-amz-*` header
+//! present must be signed; an unsigned `x-amz-rdma-token` is refused with
+//! its own message.
+
+mod canonical;
+mod chunked;
+mod error;
+mod sign;
+mod verify;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+pub use chunked::{decode_body, decode_body_with_trailers, TrailingHeaders};
+pub use error::AuthError;
+pub use sign::sign_request;
+pub use verify::verify;
+
+/// The largest aws-chunked chunk accepted (and so buffered): 16 MiB.
+pub const MAX_CHUNK_SIZE: u64 = 16 << 20;
+
+/// The longest a presigned URL may be valid: 7 days, in seconds.
+pub const MAX_PRESIGNED_EXPIRES: u64 = 604_800;
+
+/// The access keys this front accepts, each with its secret.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    keys: HashMap<String, String>,
+}
+
+impl Credentials {
+    /// The credentials of `pairs`; where an access key is listed twice, the
+    /// first one wins.
+    pub fn new(pairs: &[crate::config::KeyPair]) -> Credentials {
+        let mut keys = HashMap::with_capacity(pairs.len());
+        for p in pairs {
+            keys.entry(p.access_key.clone())
+                .or_insert_with(|| p.secret_key.clone());
+        }
+        Credentials { keys }
+    }
+
+    /// The secret of `access_key`, if it is known.
+    pub fn secret(&self, access_key: &str) -> Option<&str> {
+        self.keys.get(access_key).map(String::as_str)
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut ids: Vec<&str> = self.keys.keys().map(String::as_str).collect();
+        ids.sort_unstable();
+        f.debug_struct("Credentials")
+            .field("access_keys", &ids)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How requests are checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthSettings {
+    /// The region every credential scope must name.
+    pub region: String,
+    /// How far a request's date may be from now, either way (S3: 15 min).
+    pub max_skew: Duration,
+}
+
+impl Default for AuthSettings {
+    /// `us-east-1`, 15 minutes.
+    fn default() -> AuthSettings {
+        AuthSettings {
+            region: "us-east-1".to_string(),
+            max_skew: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// What a verified request says about its body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BodyMode {
+    /// `UNSIGNED-PAYLOAD`.
+    Unsigned,
+    /// A hex SHA-256 of the body the client signed (the empty body's hash
+    /// for GET etc.), lowercase: checked while the body streams.
+    Sha256(String),
+    /// `STREAMING-AWS4-HMAC-SHA256-PAYLOAD` (aws-chunked, per-chunk
+    /// signatures), optionally `-TRAILER`.
+    ChunkedSigned {
+        /// `-TRAILER`: trailing headers follow, signed.
+        trailer: bool,
+    },
+    /// `STREAMING-UNSIGNED-PAYLOAD-TRAILER` (aws-chunked without chunk
+    /// signatures, trailing checksum).
+    ChunkedUnsigned,
+}
+
+/// A request whose signature checked out.
+#[derive(Clone)]
+pub struct Verified {
+    /// The access key that signed it.
+    pub access_key: String,
+    /// What the client signed about the body.
+    pub body: BodyMode,
+    /// From `x-amz-decoded-content-length` for aws-chunked bodies.
+    pub decoded_length: Option<u64>,
+    /// What chunk verification needs.
+    chain: ChainContext,
+}
+
+impl Verified {
+    /// The trailing headers the request declared in `x-amz-trailer`
+    /// (lowercase), which an aws-chunked body must end with.
+    pub fn declared_trailers(&self) -> &[String] {
+        &self.chain.declared_trailers
+    }
+}
+
+impl fmt::Debug for Verified {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Verified")
+            .field("access_key", &self.access_key)
+            .field("body", &self.body)
+            .field("decoded_length", &self.decoded_length)
+            .field("declared_trailers", &self.chain.declared_trailers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The signing context of a verified request, for the chunk signatures
+/// chained from its signature.
+#[derive(Clone)]
+pub(crate) struct ChainContext {
+    /// The SigV4 signing key (derived from the secret, date, region, `s3`).
+    pub(crate) signing_key: Vec<u8>,
+    /// `yyyymmddThhmmssZ` of the request.
+    pub(crate) amz_date: String,
+    /// `yyyymmdd/region/s3/aws4_request`.
+    pub(crate) scope: String,
+    /// The request's signature (lowercase hex): the seed of the chain.
+    pub(crate) seed_signature: String,
+    /// Trailer names from `x-amz-trailer`, lowercase.
+    pub(crate) declared_trailers: Vec<String>,
+}
