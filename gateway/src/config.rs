@@ -16,7 +16,10 @@ pub struct KeyPair {
 
 impl std::fmt::Debug for KeyPair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KeyPair").field("access_key", &self.access_key).field("secret_key", &"<redacted>").finish()
+        f.debug_struct("KeyPair")
+            .field("access_key", &self.access_key)
+            .field("secret_key", &"<redacted>")
+            .finish()
     }
 }
 

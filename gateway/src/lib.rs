@@ -8,6 +8,8 @@
 pub mod auth;
 pub mod body;
 pub mod config;
+pub mod engine;
 pub mod proxy;
+pub mod rdma;
 pub mod s3err;
 pub mod upstream;

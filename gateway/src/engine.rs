@@ -1,0 +1,190 @@
+//! The engine: every request is authenticated, then served by RDMA when it
+//! carries a token, or proxied to the store when it does not. The gateway
+//! and the test server are this engine with a different store behind it.
+
+use crate::auth::{self, AuthSettings, BodyMode, Credentials};
+use crate::body::Body;
+use crate::config::{EngineConfig, UpstreamConfig};
+use crate::rdma::{RdmaEngine, DEFAULT_DC_KEY};
+use crate::s3err::S3Error;
+use crate::upstream::{self, Payload, Upstream};
+use axum::extract::State;
+use axum::Router;
+use http::{Request, Response, StatusCode};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The store.
+    #[error("upstream: {0}")]
+    Upstream(#[from] upstream::UpstreamError),
+    /// The RDMA device or pool.
+    #[error("RDMA: {0}")]
+    Rdma(#[from] crate::rdma::StartError),
+    /// The listener.
+    #[error("listen: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The engine.
+#[derive(Debug)]
+pub struct Engine {
+    creds: Credentials,
+    auth: AuthSettings,
+    upstream: Arc<dyn Upstream>,
+    /// The RDMA side.
+    pub rdma: Arc<RdmaEngine>,
+}
+
+impl Engine {
+    /// Builds the engine: the store, the RDMA device and the staging pool.
+    pub fn new(cfg: &EngineConfig) -> Result<Engine, StartError> {
+        let upstream = upstream::build(&cfg.upstream, &cfg.region)?;
+        let rdma = Arc::new(RdmaEngine::open(&cfg.rdma, DEFAULT_DC_KEY)?);
+        Ok(Engine {
+            creds: Credentials::new(&cfg.credentials),
+            auth: AuthSettings {
+                region: cfg.region.clone(),
+                max_skew: cfg.max_skew,
+            },
+            upstream,
+            rdma,
+        })
+    }
+
+    /// What the engine runs on, for the start-up line.
+    pub fn describe(&self) -> String {
+        format!(
+            "store {}; RDMA {}",
+            self.upstream.describe(),
+            self.rdma.describe()
+        )
+    }
+
+    /// Serves one request.
+    pub async fn handle(&self, req: Request<Body>) -> Response<Body> {
+        let request_id = request_id();
+        let (parts, body) = req.into_parts();
+        if parts.uri.path() == "/health"
+            && parts.method == http::Method::GET
+            && !parts.headers.contains_key(http::header::AUTHORIZATION)
+            && parts.uri.query().is_none()
+        {
+            return health(self).await;
+        }
+        let verified = match auth::verify(&parts, &self.creds, &self.auth, SystemTime::now()) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::info!(method = %parts.method, path = parts.uri.path(), code = e.code(), "authentication failed");
+                return S3Error::new(e.status(), e.code(), e.to_string())
+                    .into_response(&request_id);
+            }
+        };
+        let token = parts
+            .headers
+            .get(hipobj_wire::headers::RDMA_TOKEN)
+            .map(|v| v.to_str().map(str::to_string));
+        match token {
+            Some(Ok(t)) => {
+                // An RDMA request's own body is empty; it is not read.
+                drop(body);
+                self.rdma
+                    .serve(&verified.access_key, parts, &t, &self.upstream, &request_id)
+                    .await
+            }
+            Some(Err(_)) => S3Error::invalid_token("x-amz-rdma-token is not ASCII".to_string())
+                .into_response(&request_id),
+            None => {
+                let payload = match &verified.body {
+                    BodyMode::Sha256(h) => Payload::Sha256(h.clone()),
+                    _ => Payload::Unsigned,
+                };
+                let decoded_length = verified.decoded_length;
+                let body = auth::decode_body(&verified, body);
+                match crate::proxy::forward(
+                    self.upstream.as_ref(),
+                    parts,
+                    body,
+                    decoded_length,
+                    payload,
+                )
+                .await
+                {
+                    Ok(r) => r,
+                    Err(e) => e.into_response(&request_id),
+                }
+            }
+        }
+    }
+}
+
+async fn health(engine: &Engine) -> Response<Body> {
+    let store = engine.upstream.ready().await;
+    let rdma = engine.rdma.ready();
+    let ok = store && rdma;
+    let mut r = Response::new(Body::from(format!(
+        "{{\"status\":\"{}\",\"store\":{store},\"rdma\":{rdma}}}\n",
+        if ok { "ok" } else { "unavailable" }
+    )));
+    *r.status_mut() = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn request_id() -> String {
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    hex::encode_upper(b)
+}
+
+/// The router: everything goes to the engine.
+pub fn router(engine: Arc<Engine>) -> Router {
+    Router::new()
+        .fallback(
+            |State(e): State<Arc<Engine>>, req: Request<Body>| async move { e.handle(req).await },
+        )
+        .with_state(engine)
+}
+
+/// Serves on `listener` until `shutdown` completes, then finishes the
+/// requests (and transfers) in flight.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    engine: Arc<Engine>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(engine))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The embedded store in `root` (or a new temporary directory).
+pub fn embedded(
+    root: Option<std::path::PathBuf>,
+) -> std::io::Result<(UpstreamConfig, Option<tempfile::TempDir>)> {
+    match root {
+        Some(r) => {
+            std::fs::create_dir_all(&r)?;
+            Ok((UpstreamConfig::Embedded { root: r }, None))
+        }
+        None => {
+            let dir = tempfile::Builder::new().prefix("hipobj-store-").tempdir()?;
+            Ok((
+                UpstreamConfig::Embedded {
+                    root: dir.path().to_path_buf(),
+                },
+                Some(dir),
+            ))
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! GetObject with a token: the upstream body streams into staging buffers,
+//! and each full chunk is RDMA WRITTEN at its offset while the next fills,
+//! with several writes in flight. Nothing is written past the client's
+//! buffer: a larger object is refused before the first byte is written when
+//! its length is known, and stops at the edge otherwise.
+
+use super::mover::{MoveError, Mover, Path, RemoteBuffer};
+use super::staging::{AcquireError, Staging};
+use super::{copy_object_headers, set_request_id, with_reply, RdmaEngine};
+use crate::body::Body;
+use crate::s3err::S3Error;
+use crate::upstream::{Payload, Upstream};
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::BodyExt;
+use std::sync::Arc;
+
+/// The SHA-256 of the empty body.
+pub(crate) const EMPTY_SHA256: &str =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+type Answer = Result<Response<Body>, Response<Body>>;
+
+fn fail(e: S3Error, reply: &str, request_id: &str) -> Response<Body> {
+    with_reply(e.into_response(request_id), reply)
+}
+
+fn ranged(parts: &http::request::Parts) -> bool {
+    parts.headers.contains_key(http::header::RANGE)
+        || parts
+            .uri
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p.starts_with("partNumber=")))
+}
+
+pub(super) async fn run(
+    engine: &Arc<RdmaEngine>,
+    parts: http::request::Parts,
+    path: Path,
+    remote: RemoteBuffer,
+    upstream: &Arc<dyn Upstream>,
+    request_id: &str,
+) -> Answer {
+    let partial = ranged(&parts);
+    let mut req = http::Request::builder()
+        .method(http::Method::GET)
+        .uri(parts.uri.clone());
+    if let Some(h) = req.headers_mut() {
+        *h = crate::proxy::forwardable_headers(&parts.headers);
+        h.insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    }
+    let req = req
+        .body(Body::empty())
+        .map_err(|e| fail(S3Error::internal(e.to_string()), "500", request_id))?;
+    let resp = upstream
+        .send(req, Payload::Sha256(EMPTY_SHA256.to_string()))
+        .await
+        .map_err(|e| fail(S3Error::bad_gateway(e.to_string()), "502", request_id))?;
+    let status = resp.status();
+    if !status.is_success() {
+        // The store's own answer (NoSuchKey, InvalidRange, ...), with its status as the reply.
+        let code = status.as_u16().to_string();
+        return Err(with_reply(resp, &code));
+    }
+    let (head, mut body) = resp.into_parts();
+    let known = head
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = known {
+        if n > remote.len {
+            return Err(fail(
+                S3Error::buffer_too_small(format!(
+                    "the object (or range) is {n} bytes, the RDMA buffer {}",
+                    remote.len
+                )),
+                "400",
+                request_id,
+            ));
+        }
+    }
+    let chunk = engine.pool.chunk();
+    let depth = engine.depth();
+    let mut mover = Mover::new(path, remote);
+    let mut offset: u64 = 0; // bytes posted so far
+    let mut current: Option<(Staging, usize)> = None;
+    let mut failure: Option<(S3Error, &'static str)> = None;
+
+    'outer: while let Some(frame) = body.frame().await {
+        let data = match frame {
+            Ok(f) => match f.into_data() {
+                Ok(d) => d,
+                Err(_) => continue,
+            },
+            Err(e) => {
+                failure = Some((
+                    S3Error::bad_gateway(format!("reading the object from the store failed: {e}")),
+                    "502",
+                ));
+                break;
+            }
+        };
+        let mut rest = &data[..];
+        while !rest.is_empty() {
+            if current.is_none() {
+                match engine
+                    .pool
+                    .acquire_for(&mut mover, true, engine.pool_timeout())
+                    .await
+                {
+                    Ok(s) => current = Some((s, 0)),
+                    Err(AcquireError::Pool(e)) => {
+                        failure = Some((S3Error::pool_timeout(e.to_string()), "503"));
+                        break 'outer;
+                    }
+                    Err(AcquireError::Move(e)) => {
+                        failure = Some((S3Error::transfer_failed(e.to_string()), "500"));
+                        break 'outer;
+                    }
+                }
+            }
+            let Some((staging, filled)) = current.as_mut() else {
+                break;
+            };
+            let n = rest.len().min(chunk - *filled);
+            let end = offset + (*filled + n) as u64;
+            if end > remote.len {
+                failure = Some((
+                    S3Error::buffer_too_small(format!(
+                        "the object is larger than the {}-byte RDMA buffer",
+                        remote.len
+                    )),
+                    "400",
+                ));
+                break 'outer;
+            }
+            if let Err(e) = staging.write_at(*filled, &rest[..n]) {
+                failure = Some((S3Error::internal(e.to_string()), "500"));
+                break 'outer;
+            }
+            *filled += n;
+            rest = &rest[n..];
+            if *filled == chunk {
+                if let Some((s, len)) = current.take() {
+                    if let Err(e) = post(&mut mover, s, len, &mut offset, depth).await {
+                        failure = Some((S3Error::transfer_failed(e.to_string()), "500"));
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+    if failure.is_none() {
+        if let Some((s, len)) = current.take() {
+            if len > 0 {
+                if let Err(e) = post(&mut mover, s, len, &mut offset, depth).await {
+                    failure = Some((S3Error::transfer_failed(e.to_string()), "500"));
+                }
+            }
+        }
+    }
+    drop(current);
+    // Whatever happened, nothing may still be writing the client's buffer
+    // when the answer goes out.
+    let drained = mover.drain(true).await;
+    if let Some((e, reply)) = failure {
+        return Err(fail(e, reply, request_id));
+    }
+    if let Err(e) = drained {
+        return Err(fail(
+            S3Error::transfer_failed(e.to_string()),
+            "500",
+            request_id,
+        ));
+    }
+    if let Some(n) = known {
+        if n != offset {
+            return Err(fail(
+                S3Error::bad_gateway(format!("the store sent {offset} of {n} bytes")),
+                "502",
+                request_id,
+            ));
+        }
+    }
+    let code = if partial || status == StatusCode::PARTIAL_CONTENT {
+        StatusCode::PARTIAL_CONTENT
+    } else {
+        StatusCode::OK
+    };
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = code;
+    copy_object_headers(&head.headers, r.headers_mut());
+    let h = r.headers_mut();
+    h.insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    h.insert(
+        hipobj_wire::headers::RDMA_REPLY,
+        HeaderValue::from(code.as_u16()),
+    );
+    h.insert(
+        hipobj_wire::headers::RDMA_BYTES_TRANSFERRED,
+        HeaderValue::from(offset),
+    );
+    set_request_id(&mut r, request_id);
+    Ok(r)
+}
+
+/// Posts one chunk at `offset`, then retires the oldest write once `depth`
+/// are in flight.
+async fn post(
+    mover: &mut Mover,
+    staging: Staging,
+    len: usize,
+    offset: &mut u64,
+    depth: usize,
+) -> Result<(), MoveError> {
+    mover.post(true, staging, len, *offset)?;
+    *offset += len as u64;
+    while mover.inflight() >= depth {
+        mover.complete_oldest(true).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,501 @@
+//! The RDMA path: requests carrying `x-amz-rdma-token`.
+//!
+//! - `pairs`: the connect-first RC flow's server QPs.
+//! - `staging`: the shared pool of registered buffers.
+//! - `mover`: posting WRITE/READ and waiting for completions.
+//! - `checksum`: the checksums a PUT is verified against.
+//! - `get`, `put`: GetObject, and PutObject/UploadPart.
+
+pub mod checksum;
+mod get;
+pub mod mover;
+pub mod pairs;
+mod put;
+pub mod staging;
+
+use crate::body::Body;
+use crate::config::RdmaConfig;
+use crate::s3err::S3Error;
+use crate::upstream::Upstream;
+use hipobj_fabric::rc::{RcParams, RcPeer};
+use hipobj_fabric::seam::Provider;
+use hipobj_fabric::soft::SoftProvider;
+use hipobj_fabric::{
+    DcAddr, Device, Gid, GidType, Mtu, ProtectionDomain, QpAttr, QpAttrMask, QpCap, QpState, QpType,
+};
+use hipobj_wire::{detect, headers, Token, TokenValue, Transport};
+use http::{HeaderValue, Response, StatusCode};
+use mover::{Path, RemoteBuffer};
+use pairs::{Limits, Pairs};
+use staging::StagingPool;
+use std::sync::Arc;
+use tracing::Instrument as _;
+
+/// cuObject's public default DC access key; configurable.
+pub const DEFAULT_DC_KEY: u64 = 0xffee_ddcc;
+
+/// Which S3 operation a token request is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// GetObject (including Range and partNumber GETs).
+    GetObject,
+    /// PutObject.
+    PutObject,
+    /// UploadPart.
+    UploadPart,
+    /// Anything else: RDMA is declined.
+    Other,
+}
+
+/// Classifies a path-style request.
+pub fn classify(method: &http::Method, uri: &http::Uri, headers: &http::HeaderMap) -> Operation {
+    let path = uri.path().trim_start_matches('/');
+    let has_key = path
+        .split_once('/')
+        .is_some_and(|(b, k)| !b.is_empty() && !k.is_empty());
+    if !has_key {
+        return Operation::Other;
+    }
+    let keys: Vec<&str> = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.split_once('=').map_or(p, |(k, _)| k))
+        .collect();
+    let only = |allowed: &[&str]| {
+        keys.iter()
+            .all(|k| allowed.contains(k) || k.starts_with("response-"))
+    };
+    match *method {
+        http::Method::GET if only(&["partNumber", "versionId"]) => Operation::GetObject,
+        http::Method::PUT if headers.contains_key("x-amz-copy-source") => Operation::Other,
+        http::Method::PUT
+            if keys.contains(&"partNumber")
+                && keys.contains(&"uploadId")
+                && only(&["partNumber", "uploadId"]) =>
+        {
+            Operation::UploadPart
+        }
+        http::Method::PUT if keys.is_empty() => Operation::PutObject,
+        _ => Operation::Other,
+    }
+}
+
+/// The RDMA side of the engine.
+#[derive(Debug)]
+pub struct RdmaEngine {
+    /// The provider's name.
+    pub provider: &'static str,
+    /// The device.
+    pub device: Device,
+    pd: ProtectionDomain,
+    /// The GID tokens name.
+    pub gid: Gid,
+    params: RcParams,
+    /// The staging pool.
+    pub pool: StagingPool,
+    /// Connected pairs.
+    pub pairs: Pairs,
+    cfg: RdmaConfig,
+    dc_key: u64,
+}
+
+/// Why the RDMA side could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// No device could be opened.
+    #[error("{0}")]
+    Device(#[from] hipobj_fabric::FabricError),
+    /// The pool could not be registered.
+    #[error("{0}")]
+    Pool(#[from] staging::PoolError),
+}
+
+fn best_gid(entries: &[hipobj_fabric::GidEntry]) -> (Gid, u8) {
+    let rank = |e: &hipobj_fabric::GidEntry| match (e.gid_type, e.gid.ipv4().is_some()) {
+        (GidType::RoceV2, true) => 0,
+        (GidType::RoceV2, false) => 1,
+        (GidType::RoceV1, _) => 2,
+        _ => 3,
+    };
+    entries
+        .iter()
+        .filter(|e| !e.gid.is_zero())
+        .min_by_key(|e| (rank(e), e.index))
+        .map_or((Gid::ZERO, 0), |e| {
+            (e.gid, u8::try_from(e.index).unwrap_or(0))
+        })
+}
+
+impl RdmaEngine {
+    /// Opens the device (`cfg.device`, or the first hardware device, or the
+    /// software provider's `soft0`) and registers the staging pool.
+    pub fn open(cfg: &RdmaConfig, dc_key: u64) -> Result<RdmaEngine, StartError> {
+        let soft: Arc<dyn Provider> = Arc::new(SoftProvider::from_env()?);
+        let verbs: Arc<dyn Provider> = Arc::new(hipobj_fabric::ibverbs::VerbsProvider::new());
+        let (provider, name) = match cfg.device.as_deref() {
+            Some(n) if n.starts_with("soft") => (soft, n.to_string()),
+            Some(n) => (verbs, n.to_string()),
+            None => match verbs.device_names() {
+                Ok(names) if !names.is_empty() => (verbs, names[0].clone()),
+                _ => (soft, "soft0".to_string()),
+            },
+        };
+        let device = Device::open(provider.as_ref(), &name)?;
+        let (gid, gid_index) = best_gid(&device.gid_table(1)?);
+        let pd = device.alloc_pd()?;
+        let pool = StagingPool::new(&pd, cfg.chunk_size, cfg.buffers)?;
+        let info = device.info();
+        let cap =
+            |limit: u32, want: u8| u8::try_from(limit.clamp(1, u32::from(want))).unwrap_or(want);
+        let d = RcParams::default();
+        let params = RcParams {
+            gid_index,
+            max_rd_atomic: cap(info.max_qp_init_rd_atom, d.max_rd_atomic),
+            max_dest_rd_atomic: cap(info.max_qp_rd_atom, d.max_dest_rd_atomic),
+            ..d
+        };
+        let pairs = Pairs::new(Limits {
+            per_key: cfg.pairs_per_key,
+            total: cfg.pairs_total,
+            idle: cfg.pair_idle,
+        });
+        Ok(RdmaEngine {
+            provider: provider.name(),
+            device,
+            pd,
+            gid,
+            params,
+            pool,
+            pairs,
+            cfg: cfg.clone(),
+            dc_key,
+        })
+    }
+
+    /// A human description for the start-up line.
+    pub fn describe(&self) -> String {
+        format!(
+            "provider {} device {} GID {:?} ({}), staging {} x {} MiB",
+            self.provider,
+            self.device.info().name,
+            self.gid,
+            self.gid
+                .ipv4()
+                .map_or_else(|| "not IPv4".to_string(), |ip| ip.to_string()),
+            self.cfg.buffers,
+            self.cfg.chunk_size >> 20
+        )
+    }
+
+    /// Whether the device answers (health).
+    pub fn ready(&self) -> bool {
+        matches!(self.device.query_port(1), Ok(p) if p.state == hipobj_fabric::PortState::Active)
+    }
+
+    fn dci(&self, to: DcAddr) -> Result<Path, hipobj_fabric::FabricError> {
+        let cq = self.device.create_cq(64)?;
+        let qp = self.pd.create_qp(
+            QpType::DcInitiator,
+            &cq,
+            &cq,
+            QpCap {
+                max_send_wr: 64,
+                max_recv_wr: 0,
+                max_send_sge: 1,
+                max_recv_sge: 0,
+            },
+        )?;
+        let m = QpAttrMask::STATE;
+        qp.modify(
+            &QpAttr {
+                qp_state: QpState::Init,
+                port_num: 1,
+                ..QpAttr::default()
+            },
+            m | QpAttrMask::PORT | QpAttrMask::PKEY_INDEX,
+        )?;
+        qp.modify(
+            &QpAttr {
+                qp_state: QpState::Rtr,
+                path_mtu: Mtu::Mtu4096,
+                ..QpAttr::default()
+            },
+            m | QpAttrMask::PATH_MTU,
+        )?;
+        let p = &self.params;
+        let attr = QpAttr {
+            qp_state: QpState::Rts,
+            timeout: p.timeout,
+            retry_cnt: p.retry_cnt,
+            rnr_retry: p.rnr_retry,
+            max_rd_atomic: p.max_rd_atomic,
+            ..QpAttr::default()
+        };
+        qp.modify(
+            &attr,
+            m | QpAttrMask::TIMEOUT
+                | QpAttrMask::RETRY_CNT
+                | QpAttrMask::RNR_RETRY
+                | QpAttrMask::SQ_PSN
+                | QpAttrMask::MAX_QP_RD_ATOMIC,
+        )?;
+        Ok(Path::Dc { qp, cq, to })
+    }
+
+    /// Serves one request carrying `token` for the authenticated `access_key`.
+    pub async fn serve(
+        self: &Arc<Self>,
+        access_key: &str,
+        parts: http::request::Parts,
+        token: &str,
+        upstream: &Arc<dyn Upstream>,
+        request_id: &str,
+    ) -> Response<Body> {
+        let redacted = hipobj_wire::redacted(token);
+        let detected = match detect(token) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::info!(token = %redacted, error = %e, "invalid RDMA token");
+                return S3Error::invalid_token(e.to_string()).into_response(request_id);
+            }
+        };
+        let (path, mut remote, dialect) = match detected.value {
+            TokenValue::HipObj(t) if t.transport == Transport::Rc && t.is_handshake() => {
+                return self.handshake(access_key, &t, request_id);
+            }
+            TokenValue::HipObj(t) if t.transport == Transport::Rc => {
+                match self.pairs.get(t.gid, t.qp_num) {
+                    None => {
+                        return with_reply(
+                        S3Error::new(
+                            StatusCode::MISDIRECTED_REQUEST,
+                            "RDMAConnectionUnknown",
+                            "no RDMA connection to this client QP: repeat the handshake (reply 421)".to_string(),
+                        )
+                        .into_response(request_id),
+                        "421",
+                    );
+                    }
+                    Some(p) if p.access_key != access_key => {
+                        return with_reply(
+                            S3Error::access_denied(
+                                "the RDMA connection belongs to another access key".to_string(),
+                            )
+                            .into_response(request_id),
+                            "403",
+                        );
+                    }
+                    Some(p) => (
+                        Path::Rc(p),
+                        RemoteBuffer {
+                            addr: t.addr,
+                            len: t.len,
+                            rkey: t.rkey,
+                        },
+                        "hipobj-rc",
+                    ),
+                }
+            }
+            TokenValue::HipObj(t) => {
+                let to = DcAddr {
+                    gid: t.gid,
+                    lid: t.lid,
+                    dct_num: t.qp_num,
+                    dc_key: self.dc_key,
+                };
+                match self.dci(to) {
+                    Ok(p) => (
+                        p,
+                        RemoteBuffer {
+                            addr: t.addr,
+                            len: t.len,
+                            rkey: t.rkey,
+                        },
+                        "hipobj-dc",
+                    ),
+                    Err(e) => {
+                        return self.decline(&format!("DC is not available here: {e}"), request_id)
+                    }
+                }
+            }
+            TokenValue::CuObj(d) => {
+                let Some(gid) = d.gid else {
+                    return self.decline(
+                        "a cuObject descriptor without a GID cannot be reached on RoCE",
+                        request_id,
+                    );
+                };
+                let to = DcAddr {
+                    gid,
+                    lid: d.lid,
+                    dct_num: d.dct_num,
+                    dc_key: self.dc_key,
+                };
+                match self.dci(to) {
+                    Ok(p) => (
+                        p,
+                        RemoteBuffer {
+                            addr: d.addr,
+                            len: u64::from(d.size),
+                            rkey: d.rkey,
+                        },
+                        "cuobj-dc",
+                    ),
+                    Err(e) => {
+                        return self.decline(&format!("DC is not available here: {e}"), request_id)
+                    }
+                }
+            }
+        };
+        if let Some(s) = detected.suffix {
+            // The legacy suffix overrides the buffer's address and size, as
+            // MinIO AIStor treats it.
+            remote.addr = s.addr;
+            remote.len = s.len;
+        }
+        let op = classify(&parts.method, &parts.uri, &parts.headers);
+        let span =
+            tracing::info_span!("rdma", dialect, op = ?op, len = remote.len, token = %redacted);
+        async move {
+            let pair = match &path {
+                Path::Rc(p) => Some(p.clone()),
+                Path::Dc { .. } => None,
+            };
+            let _busy = match &pair {
+                Some(p) => {
+                    p.touch();
+                    Some(p.busy.lock().await)
+                }
+                None => None,
+            };
+            let result = match op {
+                Operation::GetObject => {
+                    get::run(self, parts, path, remote, upstream, request_id).await
+                }
+                Operation::PutObject | Operation::UploadPart => {
+                    put::run(self, parts, path, remote, upstream, request_id).await
+                }
+                Operation::Other => {
+                    return self.decline(
+                        "RDMA serves GetObject, PutObject and UploadPart only",
+                        request_id,
+                    )
+                }
+            };
+            if let Some(p) = &pair {
+                p.touch();
+                if !matches!(p.qp.state(), Ok(QpState::Rts)) {
+                    // A failed transfer leaves the QP in ERR: the client reconnects.
+                    if let Ok(a) = p.qp.query() {
+                        if let Some(g) = a.ah_attr.grh {
+                            self.pairs.remove(g.dgid, a.dest_qp_num);
+                        }
+                    }
+                }
+            }
+            match &result {
+                Ok(r) => tracing::info!(status = r.status().as_u16(), "RDMA transfer done"),
+                Err(r) => tracing::warn!(status = r.status().as_u16(), "RDMA transfer failed"),
+            }
+            result.unwrap_or_else(|r| r)
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn handshake(&self, access_key: &str, t: &Token, request_id: &str) -> Response<Body> {
+        let client = RcPeer {
+            qp_num: t.qp_num,
+            gid: t.gid,
+            lid: t.lid,
+        };
+        match self
+            .pairs
+            .connect(&self.device, &self.pd, access_key, client, &self.params)
+        {
+            Ok(pair) => {
+                let server = Token {
+                    transport: Transport::Rc,
+                    qp_num: pair.qp.qp_num(),
+                    gid: self.gid,
+                    rkey: 0,
+                    addr: 0,
+                    len: 0,
+                    port: self.params.port,
+                    lid: 0,
+                };
+                tracing::info!(
+                    client_qp = format_args!("{:#x}", t.qp_num),
+                    server_qp = format_args!("{:#x}", pair.qp.qp_num()),
+                    "RDMA handshake"
+                );
+                let mut r = Response::new(Body::empty());
+                *r.status_mut() = StatusCode::OK;
+                let h = r.headers_mut();
+                h.insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+                if let Ok(v) = HeaderValue::from_str(&format!("200:{}", server.encode())) {
+                    h.insert(headers::RDMA_REPLY, v);
+                }
+                set_request_id(&mut r, request_id);
+                r
+            }
+            Err(e @ (pairs::PairError::PerKey(_) | pairs::PairError::Total(_))) => with_reply(
+                S3Error::pool_timeout(e.to_string()).into_response(request_id),
+                "503",
+            ),
+            Err(e) => with_reply(
+                S3Error::transfer_failed(e.to_string()).into_response(request_id),
+                "500",
+            ),
+        }
+    }
+
+    fn decline(&self, why: &str, request_id: &str) -> Response<Body> {
+        tracing::info!(why, "RDMA declined");
+        with_reply(
+            S3Error::rdma_declined(why.to_string()).into_response(request_id),
+            "501",
+        )
+    }
+
+    /// The buffer wait.
+    pub fn pool_timeout(&self) -> std::time::Duration {
+        self.cfg.pool_timeout
+    }
+
+    /// Chunks in flight per transfer.
+    pub fn depth(&self) -> usize {
+        self.cfg.depth.max(1)
+    }
+}
+
+/// Adds `x-amz-rdma-reply` to a response.
+pub(crate) fn with_reply(mut r: Response<Body>, reply: &str) -> Response<Body> {
+    if let Ok(v) = HeaderValue::from_str(reply) {
+        r.headers_mut().insert(headers::RDMA_REPLY, v);
+    }
+    r
+}
+
+pub(crate) fn set_request_id(r: &mut Response<Body>, request_id: &str) {
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        r.headers_mut().insert("x-amz-request-id", v);
+    }
+}
+
+/// Headers of an upstream answer that describe the object, copied onto an
+/// RDMA answer (whose own body is empty).
+pub(crate) fn copy_object_headers(from: &http::HeaderMap, to: &mut http::HeaderMap) {
+    for (k, v) in from {
+        let n = k.as_str();
+        if matches!(
+            n,
+            "content-length" | "transfer-encoding" | "connection" | "keep-alive"
+        ) {
+            continue;
+        }
+        to.append(k.clone(), v.clone());
+    }
+}

@@ -1,0 +1,190 @@
+//! PutObject and UploadPart with a token: the client's buffer is RDMA READ
+//! in chunks, several in flight, and each chunk is handed to the upstream as
+//! part of the request body (of known length) without a copy. Checksums the
+//! client declared are verified on the bytes read before the last chunk is
+//! released; any failure ends the upstream body with an error, so the store
+//! keeps no object and no part.
+
+use super::checksum::{self, Hasher};
+use super::get::EMPTY_SHA256;
+use super::mover::{Mover, Path, RemoteBuffer};
+use super::staging::AcquireError;
+use super::{copy_object_headers, set_request_id, with_reply, RdmaEngine};
+use crate::body::{Body, BoxError};
+use crate::s3err::S3Error;
+use crate::upstream::{Payload, Upstream};
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+type Answer = Result<Response<Body>, Response<Body>>;
+type Chunk = Result<Bytes, BoxError>;
+
+fn fail(e: S3Error, reply: &str, request_id: &str) -> Response<Body> {
+    with_reply(e.into_response(request_id), reply)
+}
+
+pub(super) async fn run(
+    engine: &Arc<RdmaEngine>,
+    parts: http::request::Parts,
+    path: Path,
+    remote: RemoteBuffer,
+    upstream: &Arc<dyn Upstream>,
+    request_id: &str,
+) -> Answer {
+    let expected = checksum::expected(&parts.headers);
+    // One chunk waits in the channel; the others are in flight or being sent.
+    let (tx, rx) = mpsc::channel::<Chunk>(1);
+    let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|c| (c, rx))
+    }));
+    let mut req = http::Request::builder()
+        .method(parts.method.clone())
+        .uri(parts.uri.clone());
+    if let Some(h) = req.headers_mut() {
+        *h = crate::proxy::forwardable_headers(&parts.headers);
+        h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(remote.len));
+    }
+    let req = req
+        .body(body)
+        .map_err(|e| fail(S3Error::internal(e.to_string()), "500", request_id))?;
+    let payload = if remote.len == 0 {
+        Payload::Sha256(EMPTY_SHA256.to_string())
+    } else {
+        Payload::Unsigned
+    };
+    let upload = tokio::spawn(upstream.send(req, payload));
+    let read = read_all(engine, path, remote, &expected, tx).await;
+    let sent = upload.await;
+    if let Err((e, reply)) = read {
+        return Err(fail(e, reply, request_id));
+    }
+    let resp = match sent {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return Err(fail(S3Error::bad_gateway(e.to_string()), "502", request_id)),
+        Err(e) => return Err(fail(S3Error::internal(e.to_string()), "500", request_id)),
+    };
+    if !resp.status().is_success() {
+        let code = resp.status().as_u16().to_string();
+        return Err(with_reply(resp, &code));
+    }
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::OK;
+    copy_object_headers(resp.headers(), r.headers_mut());
+    let h = r.headers_mut();
+    h.insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    h.insert(
+        hipobj_wire::headers::RDMA_REPLY,
+        HeaderValue::from_static("200"),
+    );
+    h.insert(
+        hipobj_wire::headers::RDMA_BYTES_TRANSFERRED,
+        HeaderValue::from(remote.len),
+    );
+    set_request_id(&mut r, request_id);
+    Ok(r)
+}
+
+fn verify(hashers: Vec<(checksum::Expected, Hasher)>) -> Result<(), S3Error> {
+    for (want, h) in hashers {
+        let got = h.finish();
+        if got != want.value {
+            return Err(S3Error::checksum_mismatch(format!(
+                "{} of the bytes read is {got}, the request declared {}",
+                want.algorithm.header(),
+                want.value
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Ends the upstream body with an error, so the store keeps nothing.
+async fn abort(tx: &mpsc::Sender<Chunk>, why: String) {
+    let _ = tx.send(Err(why.into())).await;
+}
+
+/// Reads the whole buffer into the channel; on any failure the channel
+/// gets an error item, which aborts the upstream request.
+async fn read_all(
+    engine: &Arc<RdmaEngine>,
+    path: Path,
+    remote: RemoteBuffer,
+    expected: &[checksum::Expected],
+    tx: mpsc::Sender<Chunk>,
+) -> Result<(), (S3Error, &'static str)> {
+    let mut hashers: Vec<_> = expected
+        .iter()
+        .map(|e| (e.clone(), Hasher::new(e.algorithm)))
+        .collect();
+    let len = remote.len;
+    if len == 0 {
+        return match verify(hashers) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                abort(&tx, e.message.clone()).await;
+                Err((e, "400"))
+            }
+        };
+    }
+    let chunk = engine.pool.chunk() as u64;
+    let depth = engine.depth();
+    let mut mover = Mover::new(path, remote);
+    let (mut posted, mut delivered) = (0u64, 0u64);
+    while delivered < len {
+        while mover.inflight() < depth && posted < len {
+            let staging = match engine
+                .pool
+                .acquire_for(&mut mover, false, engine.pool_timeout())
+                .await
+            {
+                Ok(s) => s,
+                Err(AcquireError::Pool(e)) => {
+                    abort(&tx, e.to_string()).await;
+                    let _ = mover.drain(false).await;
+                    return Err((S3Error::pool_timeout(e.to_string()), "503"));
+                }
+                Err(AcquireError::Move(e)) => {
+                    abort(&tx, e.to_string()).await;
+                    let _ = mover.drain(false).await;
+                    return Err((S3Error::transfer_failed(e.to_string()), "500"));
+                }
+            };
+            let n = (len - posted).min(chunk);
+            if let Err(e) = mover.post(false, staging, n as usize, posted) {
+                abort(&tx, e.to_string()).await;
+                let _ = mover.drain(false).await;
+                return Err((S3Error::transfer_failed(e.to_string()), "500"));
+            }
+            posted += n;
+        }
+        let (staging, n) = match mover.complete_oldest(false).await {
+            Ok(Some(done)) => done,
+            Ok(None) => break,
+            Err(e) => {
+                abort(&tx, e.to_string()).await;
+                let _ = mover.drain(false).await;
+                return Err((S3Error::transfer_failed(e.to_string()), "500"));
+            }
+        };
+        let bytes = staging.into_bytes(n);
+        for (_, h) in hashers.iter_mut() {
+            h.update(&bytes);
+        }
+        delivered += n as u64;
+        if delivered == len {
+            if let Err(e) = verify(std::mem::take(&mut hashers)) {
+                drop(bytes);
+                abort(&tx, e.message.clone()).await;
+                return Err((e, "400"));
+            }
+        }
+        if tx.send(Ok(bytes)).await.is_err() {
+            // The store stopped reading: its answer says why.
+            let _ = mover.drain(false).await;
+            return Ok(());
+        }
+    }
+    Ok(())
+}
