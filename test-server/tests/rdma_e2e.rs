@@ -118,12 +118,16 @@ fn a_buffer_smaller_than_the_object_is_refused_and_nothing_is_written() {
     assert_eq!(mem, vec![0xaau8; 4096]);
 }
 
-#[test]
-fn multipart_upload_by_rdma() {
-    let server = Server::start(0);
-    let s3 = S3::new(&server.url);
-    s3.create_bucket("bkt");
-    let created = s3.send(Method::POST, "/bkt/mp?uploads", &[], Vec::new(), false);
+/// CreateMultipartUpload, parts by RDMA from one buffer, Complete; returns
+/// the assembled object read back over plain HTTP.
+fn multipart(s3: &S3, lib: &hipobj::Hipobj, key: &str, data: &[u8], part: usize) -> Vec<u8> {
+    let created = s3.send(
+        Method::POST,
+        &format!("/bkt/{key}?uploads"),
+        &[],
+        Vec::new(),
+        false,
+    );
     assert_eq!(created.status, 200);
     let xml = String::from_utf8_lossy(&created.body).to_string();
     let upload_id = xml
@@ -134,24 +138,22 @@ fn multipart_upload_by_rdma() {
         .next()
         .unwrap()
         .to_string();
-    let part = 5 << 20;
-    let data = pattern(3, part * 2 + 123);
-    let lib = client();
-    let mut mem = data.clone();
+    let mut mem = data.to_vec();
     let mut etags = Vec::new();
     {
         let buf = lib.register_host(&mut mem).unwrap();
-        for (n, (off, len)) in [(0usize, part), (part, part), (2 * part, 123)]
-            .into_iter()
-            .enumerate()
-        {
+        let mut off = 0;
+        while off < data.len() {
+            let len = part.min(data.len() - off);
+            let n = etags.len() + 1;
             let mut ops = RdmaOps::new(
-                &s3,
+                s3,
                 Method::PUT,
-                &format!("/bkt/mp?partNumber={}&uploadId={upload_id}", n + 1),
+                &format!("/bkt/{key}?partNumber={n}&uploadId={upload_id}"),
             );
             buf.put(off as u64, len, &mut ops).unwrap();
             etags.push(ops.last.as_ref().unwrap().header("etag").unwrap());
+            off += len;
         }
     }
     let parts: String = etags
@@ -167,14 +169,66 @@ fn multipart_upload_by_rdma() {
     let body = format!("<CompleteMultipartUpload>{parts}</CompleteMultipartUpload>").into_bytes();
     let done = s3.send(
         Method::POST,
-        &format!("/bkt/mp?uploadId={upload_id}"),
+        &format!("/bkt/{key}?uploadId={upload_id}"),
         &[],
         body,
         false,
     );
     assert_eq!(done.status, 200, "{}", String::from_utf8_lossy(&done.body));
-    let back = s3.get_plain("/bkt/mp");
-    assert!(back.body[..] == data[..]);
+    s3.get_plain(&format!("/bkt/{key}")).body.to_vec()
+}
+
+#[test]
+fn multipart_upload_by_rdma() {
+    let server = Server::start(0);
+    let s3 = S3::new(&server.url);
+    s3.create_bucket("bkt");
+    let lib = client();
+    // One part of each size (a last part may be of any size) ...
+    for (i, len) in [1usize, 4096, (8 << 20) + 1].into_iter().enumerate() {
+        let data = pattern(20 + i as u64, len);
+        assert!(
+            multipart(&s3, &lib, &format!("one{i}"), &data, len) == data,
+            "one part of {len} bytes"
+        );
+    }
+    // ... and several parts.
+    let data = pattern(3, (5 << 20) * 2 + 123);
+    assert!(multipart(&s3, &lib, "mp", &data, 5 << 20) == data);
+}
+
+/// 1 GiB by RDMA both ways, and as one part of a multipart upload.
+#[test]
+fn one_gib_put_get_and_part() {
+    let server = Server::start(0);
+    let s3 = S3::new(&server.url);
+    s3.create_bucket("bkt");
+    let lib = client();
+    let len = 1usize << 30;
+    let mut mem = vec![0u8; len];
+    hipobj_fabric::pattern::fill(77, 0, &mut mem);
+    {
+        let buf = lib.register_host(&mut mem).unwrap();
+        buf.put(0, len, &mut RdmaOps::new(&s3, Method::PUT, "/bkt/gib"))
+            .unwrap();
+    }
+    let mut back = vec![0u8; len];
+    {
+        let buf = lib.register_host(&mut back).unwrap();
+        let mut ops = RdmaOps::new(&s3, Method::GET, "/bkt/gib");
+        buf.get(0, len, &mut ops).unwrap();
+        assert_eq!(
+            ops.last
+                .as_ref()
+                .unwrap()
+                .header("x-amz-rdma-bytes-transferred"),
+            Some(len.to_string())
+        );
+    }
+    assert!(back == mem, "1 GiB GET after PUT");
+    drop(back);
+    let assembled = multipart(&s3, &lib, "gib-part", &mem, len);
+    assert!(assembled == mem, "1 GiB as one part");
 }
 
 #[test]
