@@ -47,6 +47,19 @@ impl Server {
         Server { child, url, port }
     }
 
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The server's peak resident memory so far (VmHWM), in bytes.
+    pub fn peak_rss(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    }
+
     pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -105,6 +118,23 @@ impl S3 {
         body: Vec<u8>,
         unsigned: bool,
     ) -> Answer {
+        self.send_ext(method, path_and_query, headers, body, unsigned, SK, &[])
+    }
+
+    /// As [`send`](Self::send), signed with `secret`, with `after` added
+    /// once the request is signed (so they are not among the signed
+    /// headers).
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_ext(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+        unsigned: bool,
+        secret: &str,
+        after: &[(&str, &str)],
+    ) -> Answer {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("{}{}", self.url, path_and_query));
@@ -120,8 +150,62 @@ impl S3 {
         let mut req = req.body(Body::from(body)).unwrap();
         req.headers_mut()
             .insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
-        hipobj_gateway::auth::sign_request(&mut req, AK, SK, REGION, &hash, SystemTime::now())
+        hipobj_gateway::auth::sign_request(&mut req, AK, secret, REGION, &hash, SystemTime::now())
             .unwrap();
+        for (k, v) in after {
+            req.headers_mut().insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        self.request(req)
+    }
+
+    /// A signed request given up after `after`: its connection is closed
+    /// while the server may still be serving it. `None` when it was given
+    /// up, the answer when it came first.
+    pub fn send_abandoned(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+        after: std::time::Duration,
+    ) -> Option<Answer> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("{}{}", self.url, path_and_query));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let mut req = req.body(Body::empty()).unwrap();
+        req.headers_mut()
+            .insert(http::header::CONTENT_LENGTH, HeaderValue::from(0));
+        hipobj_gateway::auth::sign_request(
+            &mut req,
+            AK,
+            SK,
+            REGION,
+            "UNSIGNED-PAYLOAD",
+            SystemTime::now(),
+        )
+        .unwrap();
+        // A client of its own, so that no pooled connection survives.
+        let client: Client<_, Body> = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build_http();
+        self.rt.block_on(async {
+            let resp = tokio::time::timeout(after, client.request(req)).await.ok()?;
+            let (parts, body) = resp.expect("HTTP request").into_parts();
+            let body = body.collect().await.expect("HTTP body").to_bytes();
+            Some(Answer {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+            })
+        })
+    }
+
+    fn request(&self, req: Request<Body>) -> Answer {
         self.rt.block_on(async {
             let resp = self.client.request(req).await.expect("HTTP request");
             let (parts, body) = resp.into_parts();
@@ -234,4 +318,133 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+impl Answer {
+    /// The `<Code>` of an S3 XML error body.
+    pub fn code(&self) -> Option<String> {
+        xml_field(&self.body, "Code")
+    }
+
+    /// The `x-amz-rdma-reply` value.
+    pub fn reply(&self) -> Option<String> {
+        self.header(hipobj_wire::headers::RDMA_REPLY)
+    }
+
+    /// The body as text, for messages.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// The text of the first `<tag>` element of an XML body.
+pub fn xml_field(body: &[u8], tag: &str) -> Option<String> {
+    let s = String::from_utf8_lossy(body);
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    let start = s.find(&open)? + open.len();
+    let end = start + s[start..].find(&close)?;
+    Some(s[start..end].to_string())
+}
+
+/// Asserts an S3 error answer exactly: HTTP status, `<Code>`, and the
+/// `x-amz-rdma-reply` value (or its absence).
+#[track_caller]
+pub fn assert_error(a: &Answer, status: u16, code: &str, reply: Option<&str>, what: &str) {
+    assert_eq!(a.status.as_u16(), status, "{what}: status ({})", a.text());
+    assert_eq!(a.code().as_deref(), Some(code), "{what}: code ({})", a.text());
+    assert_eq!(a.reply().as_deref(), reply, "{what}: x-amz-rdma-reply");
+}
+
+/// Asserts that a plain signed GET of `path` answers 404 NoSuchKey.
+#[track_caller]
+pub fn assert_absent(s3: &S3, path: &str) {
+    let a = s3.get_plain(path);
+    assert_eq!(a.status.as_u16(), 404, "{path} should be absent: {} bytes there", a.body.len());
+    assert_eq!(a.code().as_deref(), Some("NoSuchKey"), "{path}: {}", a.text());
+}
+
+/// Asserts that a plain signed GET of `path` answers exactly `data`.
+#[track_caller]
+pub fn assert_object(s3: &S3, path: &str, data: &[u8]) {
+    let a = s3.get_plain(path);
+    assert_eq!(a.status.as_u16(), 200, "GET {path}: {}", a.text());
+    assert_eq!(a.body.len(), data.len(), "GET {path}: length");
+    assert!(a.body[..] == data[..], "GET {path}: bytes differ");
+}
+
+/// The application-driven handshake: a handshake token sent in a signed
+/// HEAD of `path`, and the token connection connected to the server QP its
+/// reply names. Returns the reply.
+pub fn handshake(s3: &S3, lib: &Hipobj, path: &str) -> String {
+    let token = lib.handshake_token().unwrap();
+    let a = s3.send(
+        Method::HEAD,
+        path,
+        &[(hipobj_wire::headers::RDMA_TOKEN, &token)],
+        Vec::new(),
+        true,
+    );
+    assert_eq!(a.status, 200, "handshake");
+    let reply = a.reply().expect("a handshake reply");
+    lib.complete_handshake(&reply).unwrap();
+    reply
+}
+
+/// The `x-amz-checksum-crc64nvme` value of `data`: base64 of the big-endian
+/// CRC-64/NVME.
+pub fn crc64nvme_b64(data: &[u8]) -> String {
+    use base64::Engine as _;
+    let mut d = crc64fast_nvme::Digest::new();
+    d.write(data);
+    base64::engine::general_purpose::STANDARD.encode(d.sum64().to_be_bytes())
+}
+
+impl Server {
+    /// Whether the server process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// `GET /health` answers 200.
+    pub fn healthy(&self) -> bool {
+        let s3 = S3::new(&self.url);
+        s3.rt.block_on(async {
+            let req = Request::get(format!("{}/health", self.url))
+                .body(Body::empty())
+                .unwrap();
+            matches!(s3.client.request(req).await, Ok(r) if r.status() == 200)
+        })
+    }
+}
+
+/// Environment variable naming what a child client process does.
+pub const CHILD_ROLE: &str = "HIPOBJ_TEST_CHILD_ROLE";
+/// The line a child prints when its transfer is about to start.
+pub const CHILD_READY: &str = "HIPOBJ-TEST-CHILD-READY";
+
+/// Re-runs this test binary as a child client process: only its ignored
+/// test `entry` runs, with `role` and `env` in its environment.
+pub fn spawn_child(entry: &str, role: &str, env: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", entry, "--nocapture", "--ignored", "--test-threads=1"])
+        .env(CHILD_ROLE, role)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn the child client process")
+}
+
+/// Reads a child's stdout until it says it is ready; false if it ended first.
+pub fn wait_ready(child: &mut Child) -> bool {
+    let Some(out) = child.stdout.take() else {
+        return false;
+    };
+    let mut lines = BufReader::new(out).lines();
+    let ready = lines.any(|l| l.is_ok_and(|l| l.contains(CHILD_READY)));
+    // Keep draining in the background so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    ready
 }
