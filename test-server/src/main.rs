@@ -75,10 +75,20 @@ async fn main() -> anyhow::Result<()> {
     // The first line on stdout names the address, for scripts and tests.
     println!("hipobj-test-server listening on http://{local}");
     tracing::info!(listen = %local, "hipobj-test-server: {}", engine.describe());
-    engine::serve(listener, engine, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await?;
+    engine::serve(listener, engine, shutdown_signal()).await?;
     drop(tmp);
     Ok(())
+}
+
+/// Ctrl-C or SIGTERM: stop accepting, finish what is in flight, then remove
+/// the store's directory.
+async fn shutdown_signal() {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
 }
