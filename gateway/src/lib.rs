@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod proxy;

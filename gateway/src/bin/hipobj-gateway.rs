@@ -4,7 +4,8 @@
 
 use anyhow::Context as _;
 use clap::Parser;
-use hipobj_gateway::config::{EngineConfig, KeyPair, RdmaConfig, UpstreamConfig};
+use hipobj_gateway::cli::{self, CommonArgs};
+use hipobj_gateway::config::{EngineConfig, KeyPair, UpstreamConfig};
 use hipobj_gateway::engine::{self, Engine};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,42 +36,16 @@ struct Args {
         hide_env_values = true
     )]
     upstream_secret_key: Option<String>,
-    /// Access key clients sign with.
-    #[arg(long, env = "HIPOBJ_ACCESS_KEY", default_value = "hipobj-test-key")]
-    access_key: String,
-    /// Secret key clients sign with.
-    #[arg(
-        long,
-        env = "HIPOBJ_SECRET_KEY",
-        default_value = "hipobj-test-secret",
-        hide_env_values = true
-    )]
-    secret_key: String,
-    /// Region requests are signed for.
-    #[arg(long, env = "HIPOBJ_REGION", default_value = "us-east-1")]
-    region: String,
     /// Directory of the embedded store (a temporary one if absent).
     #[arg(long, env = "HIPOBJ_DATA_DIR", conflicts_with = "upstream")]
     data_dir: Option<PathBuf>,
-    /// RDMA device (soft0, soft:<ipv4>, mlx5_0, bnxt_re0, ...); default: the
-    /// first hardware device, else the software provider.
-    #[arg(long, env = "HIPOBJ_RDMA_DEVICE")]
-    rdma_device: Option<String>,
-    /// Bytes per staging buffer (MiB).
-    #[arg(long, env = "HIPOBJ_CHUNK_MIB", default_value_t = 8)]
-    chunk_mib: usize,
-    /// Staging buffers (chunk × buffers is the RDMA memory; default 256 MiB).
-    #[arg(long, env = "HIPOBJ_STAGING_BUFFERS", default_value_t = 32)]
-    staging_buffers: usize,
+    #[command(flatten)]
+    common: CommonArgs,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    cli::init_tracing();
     let a = Args::parse();
     let (upstream, _tmp) = match &a.upstream {
         Some(endpoint) => {
@@ -96,41 +71,18 @@ async fn main() -> anyhow::Result<()> {
     };
     let cfg = EngineConfig {
         listen: a.listen,
-        region: a.region.clone(),
-        credentials: vec![KeyPair {
-            access_key: a.access_key.clone(),
-            secret_key: a.secret_key.clone(),
-        }],
+        region: a.common.region.clone(),
+        credentials: a.common.credentials(),
         max_skew: Duration::from_secs(15 * 60),
         upstream,
-        rdma: RdmaConfig {
-            device: a.rdma_device.clone(),
-            chunk_size: a.chunk_mib.clamp(1, 1024) << 20,
-            buffers: a.staging_buffers.max(1),
-            ..RdmaConfig::default()
-        },
+        rdma: a.common.rdma(),
     };
     let engine = Arc::new(Engine::new(&cfg).context("starting the engine")?);
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("listening on {}", cfg.listen))?;
     tracing::info!(listen = %listener.local_addr()?, "hipobj-gateway: {}", engine.describe());
-    engine::serve(listener, engine, shutdown_signal()).await?;
+    engine::serve(listener, engine, cli::shutdown_signal()).await?;
     tracing::info!("hipobj-gateway stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = ctrl_c.await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term.recv() => {},
-    }
 }
