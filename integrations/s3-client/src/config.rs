@@ -1,0 +1,145 @@
+//! The client's configuration.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default part size of multipart uploads: 64 MiB.
+pub const DEFAULT_PART_SIZE: usize = 64 << 20;
+/// Default number of parts moved at once.
+pub const DEFAULT_CONCURRENCY: usize = 4;
+/// Default number of attempts of each request.
+pub const DEFAULT_ATTEMPTS: u32 = 2;
+/// Default time an endpoint found without RDMA is remembered as such.
+pub const DEFAULT_NO_RDMA_TTL: Duration = Duration::from_secs(5 * 60);
+/// The smallest part S3 accepts (but the last).
+pub const MIN_PART_SIZE: usize = 5 << 20;
+
+/// Timeouts of each attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Establishing a TCP connection (default 5 s).
+    pub connect: Duration,
+    /// One attempt of a request without payload, up to its whole answer;
+    /// also the longest wait for the next piece of a body (default 10 s,
+    /// as the MinIO SDKs).
+    pub request: Duration,
+    /// Added to `request` for each GiB the attempt moves (by RDMA or in an
+    /// HTTP body), so large transfers get time in proportion (default 30 s,
+    /// a floor of about 34 MiB/s).
+    pub per_gib: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            connect: Duration::from_secs(5),
+            request: Duration::from_secs(10),
+            per_gib: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Timeouts {
+    /// The limit of one attempt that moves `bytes`.
+    pub fn for_bytes(&self, bytes: u64) -> Duration {
+        let gib = bytes as f64 / (1u64 << 30) as f64;
+        self.request + self.per_gib.mul_f64(gib)
+    }
+}
+
+/// What an [`S3Client`](crate::S3Client) talks to and how.
+///
+/// ```
+/// use hipobj_s3::ClientConfig;
+///
+/// let mut cfg = ClientConfig::new("http://127.0.0.1:9000", "hipobj-test-key", "hipobj-test-secret");
+/// cfg.require_rdma = true;
+/// cfg.part_size = 16 << 20;
+/// assert_eq!(cfg.region, "us-east-1");
+/// assert_eq!(cfg.concurrency, 4);
+/// assert!(cfg.rdma_memory.is_none()); // plain HTTP until a library is given
+/// ```
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// `http://host:port` (path-style requests; no TLS).
+    pub endpoint: String,
+    /// The SigV4 region (default `us-east-1`).
+    pub region: String,
+    /// The access key.
+    pub access_key: String,
+    /// The secret key.
+    pub secret_key: String,
+    /// Make every fallback to plain HTTP an [`Error::RdmaRequired`](crate::Error::RdmaRequired).
+    pub require_rdma: bool,
+    /// Objects larger than this go in a multipart upload of parts this
+    /// large (default 64 MiB; at least 5 MiB).
+    pub part_size: usize,
+    /// Parts moved at once (default 4). RDMA parts each lease a connection
+    /// of the client library's pool (`HIPOBJ_MAX_TRANSFERS`, default 16).
+    pub concurrency: usize,
+    /// Timeouts of each attempt.
+    pub timeouts: Timeouts,
+    /// Attempts of each request (default 2): transport failures, timeouts
+    /// and 5xx answers are tried again, each RDMA attempt with a fresh token.
+    pub attempts: u32,
+    /// The client library whose registered buffers are moved by RDMA;
+    /// `None` moves every byte over plain HTTP.
+    pub rdma_memory: Option<Arc<hipobj::Hipobj>>,
+    /// How long an endpoint found without RDMA (its handshake answered
+    /// without `x-amz-rdma-reply`) is remembered as such, process-wide
+    /// (default 5 minutes).
+    pub no_rdma_ttl: std::time::Duration,
+    /// Bind the TCP connections of RDMA requests to the address of the NIC
+    /// the token's GID names, as the MinIO SDKs do (default true).
+    pub bind_to_token_nic: bool,
+}
+
+impl ClientConfig {
+    /// A configuration with the defaults: region `us-east-1`, plain HTTP
+    /// (no `rdma_memory`), fallback allowed.
+    pub fn new(
+        endpoint: impl Into<String>,
+        access_key: impl Into<String>,
+        secret_key: impl Into<String>,
+    ) -> ClientConfig {
+        ClientConfig {
+            endpoint: endpoint.into(),
+            region: "us-east-1".into(),
+            access_key: access_key.into(),
+            secret_key: secret_key.into(),
+            require_rdma: false,
+            part_size: DEFAULT_PART_SIZE,
+            concurrency: DEFAULT_CONCURRENCY,
+            timeouts: Timeouts::default(),
+            attempts: DEFAULT_ATTEMPTS,
+            rdma_memory: None,
+            no_rdma_ttl: DEFAULT_NO_RDMA_TTL,
+            bind_to_token_nic: true,
+        }
+    }
+
+    /// With the client library whose registered buffers move by RDMA.
+    pub fn with_rdma(mut self, lib: Arc<hipobj::Hipobj>) -> ClientConfig {
+        self.rdma_memory = Some(lib);
+        self
+    }
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key", &self.access_key)
+            .field("secret_key", &"<redacted>")
+            .field("require_rdma", &self.require_rdma)
+            .field("part_size", &self.part_size)
+            .field("concurrency", &self.concurrency)
+            .field("timeouts", &self.timeouts)
+            .field("attempts", &self.attempts)
+            .field("rdma_memory", &self.rdma_memory.is_some())
+            .field("no_rdma_ttl", &self.no_rdma_ttl)
+            .field("bind_to_token_nic", &self.bind_to_token_nic)
+            .finish()
+    }
+}

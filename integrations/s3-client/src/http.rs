@@ -1,0 +1,318 @@
+//! HTTP plumbing: the endpoint, path-style URIs, hyper clients (bound to a
+//! local address or not), signed requests, bodies and timeouts.
+
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH};
+use http::{Method, Request, Response, StatusCode, Uri};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+use crate::sign::Signer;
+use crate::{Error, Result};
+
+/// A boxed error of a body stream.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The request body type.
+pub(crate) type Body = UnsyncBoxBody<Bytes, BoxError>;
+/// A hyper client.
+pub(crate) type HttpClient = Client<HttpConnector, Body>;
+
+/// Characters S3 wants encoded in a query value (all but the unreserved).
+const QUERY: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+/// The same in a path, where `/` stays.
+const PATH: &AsciiSet = &QUERY.remove(b'/');
+
+/// The empty body.
+pub(crate) fn empty() -> Body {
+    Empty::<Bytes>::new().map_err(|e| match e {}).boxed_unsync()
+}
+
+/// A body of bytes.
+pub(crate) fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).map_err(|e| match e {}).boxed_unsync()
+}
+
+/// The endpoint: scheme, host and port.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoint {
+    /// `http://host:port`, without a trailing slash.
+    pub base: String,
+}
+
+impl Endpoint {
+    pub(crate) fn parse(s: &str) -> Result<Endpoint> {
+        let uri: Uri = s
+            .trim()
+            .parse()
+            .map_err(|e| Error::Config(format!("endpoint {s:?}: {e}")))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => {
+                return Err(Error::Config(format!(
+                    "endpoint {s:?}: https is not supported (RDMA servers here speak plain HTTP)"
+                )))
+            }
+            _ => {
+                return Err(Error::Config(format!(
+                    "endpoint {s:?} must start with http://"
+                )))
+            }
+        }
+        let auth = uri
+            .authority()
+            .ok_or_else(|| Error::Config(format!("endpoint {s:?} has no host")))?;
+        if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+            return Err(Error::Config(format!(
+                "endpoint {s:?} must be http://host[:port] (path-style requests go below it)"
+            )));
+        }
+        let port = auth.port_u16().unwrap_or(80);
+        Ok(Endpoint {
+            base: format!("http://{}:{port}", auth.host()),
+        })
+    }
+
+    /// The URI of `/bucket[/key][?query]`.
+    pub(crate) fn uri(&self, path_query: &str) -> Result<Uri> {
+        format!("{}{}", self.base, path_query)
+            .parse()
+            .map_err(|e| Error::InvalidArgument(format!("request URI {path_query:?}: {e}")))
+    }
+}
+
+/// `/bucket[/key]` followed by `?k=v&…`, each part S3-encoded. Query
+/// entries without a value (`uploads`) are written bare.
+pub(crate) fn path_query(
+    bucket: &str,
+    key: Option<&str>,
+    query: &[(&str, Option<&str>)],
+) -> String {
+    let mut s = String::from("/");
+    s.extend(utf8_percent_encode(bucket, QUERY));
+    if let Some(k) = key {
+        s.push('/');
+        s.extend(utf8_percent_encode(k, PATH));
+    }
+    for (i, (k, v)) in query.iter().enumerate() {
+        s.push(if i == 0 { '?' } else { '&' });
+        s.extend(utf8_percent_encode(k, QUERY));
+        if let Some(v) = v {
+            s.push('=');
+            s.extend(utf8_percent_encode(v, QUERY));
+        }
+    }
+    s
+}
+
+pub(crate) fn check_bucket(bucket: &str) -> Result<()> {
+    if bucket.is_empty() || bucket.contains('/') {
+        return Err(Error::InvalidArgument(format!(
+            "bucket name {bucket:?} is empty or contains '/'"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::InvalidArgument("empty object key".into()));
+    }
+    Ok(())
+}
+
+/// A hyper client; connections bound to `local` when given.
+pub(crate) fn client(local: Option<IpAddr>, connect_timeout: Duration) -> HttpClient {
+    let mut c = HttpConnector::new();
+    c.set_connect_timeout(Some(connect_timeout));
+    c.set_nodelay(true);
+    c.set_local_address(local);
+    c.enforce_http(true);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build(c)
+}
+
+/// Builds and signs a request.
+pub(crate) fn signed(
+    signer: &Signer,
+    method: Method,
+    uri: Uri,
+    mut headers: HeaderMap,
+    body: Body,
+    content_length: u64,
+    payload_hash: &str,
+) -> Result<Request<Body>> {
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(content_length));
+    signer.sign(&method, &uri, &mut headers, payload_hash, SystemTime::now())?;
+    let mut req = Request::new(body);
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    Ok(req)
+}
+
+/// Sends a request within `limit`, up to the response head.
+pub(crate) async fn send(
+    client: &HttpClient,
+    req: Request<Body>,
+    limit: Duration,
+) -> Result<Response<Incoming>> {
+    let what = format!("{} {}", req.method(), req.uri().path());
+    match tokio::time::timeout(limit, client.request(req)).await {
+        Err(_) => Err(Error::Timeout(format!(
+            "{what}: no answer within {} ms",
+            limit.as_millis()
+        ))),
+        Ok(Err(e)) => {
+            let mut msg = format!("{what}: {e}");
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                msg.push_str(&format!(": {s}"));
+                src = s.source();
+            }
+            if msg.contains("timed out") || msg.contains("Timeout") {
+                Err(Error::Timeout(msg))
+            } else {
+                Err(Error::Transport(msg))
+            }
+        }
+        Ok(Ok(r)) => Ok(r),
+    }
+}
+
+/// The next data chunk of a body, waiting at most `idle` for it.
+pub(crate) async fn next_chunk(body: &mut Incoming, idle: Duration) -> Result<Option<Bytes>> {
+    loop {
+        let frame = tokio::time::timeout(idle, body.frame())
+            .await
+            .map_err(|_| Error::Timeout(format!("the body stalled for {} ms", idle.as_millis())))?;
+        match frame {
+            None => return Ok(None),
+            Some(Err(e)) => return Err(Error::Transport(format!("reading the body: {e}"))),
+            Some(Ok(f)) => {
+                if let Ok(d) = f.into_data() {
+                    if !d.is_empty() {
+                        return Ok(Some(d));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads a body up to `cap` bytes (the rest is dropped with the
+/// connection).
+pub(crate) async fn read_capped(body: &mut Incoming, cap: usize, idle: Duration) -> Result<Bytes> {
+    let mut out = Vec::new();
+    while let Some(d) = next_chunk(body, idle).await? {
+        let room = cap.saturating_sub(out.len());
+        out.extend_from_slice(&d[..d.len().min(room)]);
+        if out.len() >= cap {
+            break;
+        }
+    }
+    Ok(Bytes::from(out))
+}
+
+/// A response head and its (small) body.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    pub(crate) fn header(&self, name: &str) -> Option<String> {
+        header(&self.headers, name)
+    }
+
+    /// The S3 error of an unsuccessful answer.
+    pub(crate) fn error(&self, reply: Option<String>) -> Error {
+        Error::s3_from(
+            self.status.as_u16(),
+            &self.body,
+            self.header("x-amz-request-id"),
+            reply,
+        )
+    }
+
+    /// Ok for a 2xx answer without an `<Error>` body (CompleteMultipartUpload
+    /// can answer 200 with one), the S3 error otherwise.
+    pub(crate) fn ok(self) -> Result<Answer> {
+        let error_body =
+            self.body.len() < 64 << 10 && String::from_utf8_lossy(&self.body).contains("<Error>");
+        if self.status.is_success() && !error_body {
+            return Ok(self);
+        }
+        let status = if self.status.is_success() {
+            500
+        } else {
+            self.status.as_u16()
+        };
+        Err(Error::s3_from(
+            status,
+            &self.body,
+            self.header("x-amz-request-id"),
+            None,
+        ))
+    }
+}
+
+/// A header's value as text.
+pub(crate) fn header(h: &HeaderMap, name: &str) -> Option<String> {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// Inserts a header whose value came from the caller.
+pub(crate) fn set(h: &mut HeaderMap, name: &'static str, value: &str) -> Result<()> {
+    let v = HeaderValue::from_str(value)
+        .map_err(|_| Error::InvalidArgument(format!("invalid {name} value {value:?}")))?;
+    h.insert(HeaderName::from_static(name), v);
+    Ok(())
+}
+
+/// The total size in a `Content-Range: bytes a-b/total`.
+pub(crate) fn range_total(content_range: &str) -> Option<u64> {
+    content_range.rsplit('/').next()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_and_uris() {
+        let e = Endpoint::parse("http://127.0.0.1:9000/").unwrap();
+        assert_eq!(e.base, "http://127.0.0.1:9000");
+        assert_eq!(Endpoint::parse("http://h").unwrap().base, "http://h:80");
+        assert!(Endpoint::parse("https://h").is_err());
+        assert!(Endpoint::parse("h:9000").is_err());
+        assert!(Endpoint::parse("http://h/b").is_err());
+        assert_eq!(
+            path_query(
+                "b",
+                Some("a b/c+d~é"),
+                &[("partNumber", Some("1")), ("uploadId", Some("x/y=z"))]
+            ),
+            "/b/a%20b/c%2Bd~%C3%A9?partNumber=1&uploadId=x%2Fy%3Dz"
+        );
+        assert_eq!(path_query("b", None, &[("uploads", None)]), "/b?uploads");
+        assert_eq!(range_total("bytes 0-9/100"), Some(100));
+        assert_eq!(range_total("bytes 0-9/*"), None);
+    }
+}

@@ -1,0 +1,415 @@
+//! The RDMA side: the library's callbacks over signed S3 requests, the
+//! blocking transfer run off the caller's runtime, and what is remembered
+//! about endpoints without RDMA.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Condvar, LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hipobj::{Registered, S3Ops};
+use hipobj_wire::{headers, Reply, Token};
+use http::header::HeaderMap;
+use http::{Method, StatusCode};
+
+use crate::http::{self as h, Answer, HttpClient};
+use crate::sign::Signer;
+use crate::{Error, Result};
+
+/// The largest error body kept from an RDMA answer.
+const BODY_CAP: usize = 64 << 10;
+
+/// Endpoints whose handshake was answered without `x-amz-rdma-reply`, and
+/// until when that is believed.
+static NO_RDMA: LazyLock<Mutex<HashMap<String, Instant>>> = LazyLock::new(Default::default);
+
+/// Why RDMA is not used with `endpoint` now, if it is remembered.
+pub(crate) fn remembered_no_rdma(endpoint: &str) -> Option<Duration> {
+    let mut m = NO_RDMA.lock().unwrap_or_else(|e| e.into_inner());
+    match m.get(endpoint) {
+        Some(until) if *until > Instant::now() => Some(*until - Instant::now()),
+        Some(_) => {
+            m.remove(endpoint);
+            None
+        }
+        None => None,
+    }
+}
+
+pub(crate) fn remember_no_rdma(endpoint: &str, ttl: Duration) {
+    if ttl.is_zero() {
+        return;
+    }
+    let mut m = NO_RDMA.lock().unwrap_or_else(|e| e.into_inner());
+    m.insert(endpoint.to_string(), Instant::now() + ttl);
+}
+
+pub(crate) fn forget(endpoint: &str) {
+    let mut m = NO_RDMA.lock().unwrap_or_else(|e| e.into_inner());
+    m.remove(endpoint);
+}
+
+/// What the RDMA requests need, shared with the blocking threads.
+#[derive(Debug)]
+pub(crate) struct RdmaContext {
+    pub rt: RdmaRuntime,
+    pub signer: Signer,
+    pub endpoint: h::Endpoint,
+    pub connect_timeout: Duration,
+    pub bind: bool,
+    clients: Mutex<HashMap<Option<IpAddr>, HttpClient>>,
+}
+
+impl RdmaContext {
+    pub(crate) fn new(
+        signer: Signer,
+        endpoint: h::Endpoint,
+        connect_timeout: Duration,
+        bind: bool,
+    ) -> Result<RdmaContext> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("hipobj-s3-rdma")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Config(format!("starting the RDMA runtime: {e}")))?;
+        Ok(RdmaContext {
+            rt: RdmaRuntime(Some(rt)),
+            signer,
+            endpoint,
+            connect_timeout,
+            bind,
+            clients: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The client whose connections are bound to `local`.
+    fn client(&self, local: Option<IpAddr>) -> HttpClient {
+        let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(local)
+            .or_insert_with(|| h::client(local, self.connect_timeout))
+            .clone()
+    }
+
+    pub(crate) fn handle(&self) -> &tokio::runtime::Handle {
+        self.rt.handle()
+    }
+}
+
+/// A runtime that may be dropped anywhere (even in an async context).
+#[derive(Debug)]
+pub(crate) struct RdmaRuntime(Option<tokio::runtime::Runtime>);
+
+impl RdmaRuntime {
+    fn handle(&self) -> &tokio::runtime::Handle {
+        match &self.0 {
+            Some(rt) => rt.handle(),
+            None => unreachable!("the runtime lives until drop"),
+        }
+    }
+}
+
+impl Drop for RdmaRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The S3 request an RDMA transfer makes.
+#[derive(Debug, Clone)]
+pub(crate) struct RdmaRequest {
+    /// GET, or PUT (PutObject and UploadPart).
+    pub method: Method,
+    /// `/bucket/key?…`.
+    pub path_query: String,
+    /// Extra headers of the transfer (not of the handshake): Range,
+    /// checksums.
+    pub headers: HeaderMap,
+    /// The limit of the transfer request.
+    pub limit: Duration,
+    /// The limit of a handshake (it moves nothing).
+    pub handshake_limit: Duration,
+}
+
+/// The last answer the callbacks saw.
+#[derive(Debug)]
+pub(crate) struct Seen {
+    pub answer: Answer,
+    pub handshake: bool,
+}
+
+/// The callbacks: each token goes out in a signed request, on the
+/// client's runtime, from the blocking thread of the transfer.
+pub(crate) struct Ops {
+    ctx: Arc<RdmaContext>,
+    req: Arc<RdmaRequest>,
+    pub last: Option<Seen>,
+    pub failure: Option<Error>,
+    pub requests: u32,
+}
+
+impl Ops {
+    pub(crate) fn new(ctx: Arc<RdmaContext>, req: Arc<RdmaRequest>) -> Ops {
+        Ops {
+            ctx,
+            req,
+            last: None,
+            failure: None,
+            requests: 0,
+        }
+    }
+
+    fn request(&self, token: &str, handshake: bool) -> Result<Answer> {
+        let local = if self.ctx.bind {
+            Token::decode(token)
+                .ok()
+                .and_then(|t| t.client_ip())
+                .map(IpAddr::V4)
+        } else {
+            None
+        };
+        let mut hm = if handshake {
+            HeaderMap::new()
+        } else {
+            self.req.headers.clone()
+        };
+        h::set(&mut hm, headers::RDMA_TOKEN, token)?;
+        // A handshake goes as a HEAD of the same key: harmless on a server
+        // that ignores tokens, and it moves nothing.
+        let method = if handshake {
+            Method::HEAD
+        } else {
+            self.req.method.clone()
+        };
+        let uri = self.ctx.endpoint.uri(&self.req.path_query)?;
+        let req = h::signed(
+            &self.ctx.signer,
+            method,
+            uri,
+            hm,
+            h::empty(),
+            0,
+            headers::UNSIGNED_PAYLOAD,
+        )?;
+        let client = self.ctx.client(local);
+        let limit = if handshake {
+            self.req.handshake_limit
+        } else {
+            self.req.limit
+        };
+        self.ctx.handle().block_on(async move {
+            let resp = h::send(&client, req, limit).await?;
+            let (parts, mut body) = resp.into_parts();
+            let body =
+                if parts.status.is_success() && parts.headers.contains_key(headers::RDMA_REPLY) {
+                    Bytes::new()
+                } else {
+                    h::read_capped(&mut body, BODY_CAP, limit).await?
+                };
+            Ok(Answer {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+            })
+        })
+    }
+}
+
+impl S3Ops for Ops {
+    fn send_request(&mut self, token: &str) -> std::result::Result<(), i32> {
+        self.requests += 1;
+        self.last = None;
+        self.failure = None;
+        let handshake = Token::decode(token).is_ok_and(|t| t.is_handshake());
+        match self.request(token, handshake) {
+            Ok(answer) => {
+                self.last = Some(Seen { answer, handshake });
+                Ok(())
+            }
+            Err(e) => {
+                self.failure = Some(e);
+                Err(-1)
+            }
+        }
+    }
+
+    fn recv_reply(&mut self, out: &mut [u8]) -> std::result::Result<usize, i32> {
+        let seen = self.last.as_ref().ok_or(-1)?;
+        let v = seen
+            .answer
+            .headers
+            .get(headers::RDMA_REPLY)
+            .ok_or(-2)?
+            .as_bytes();
+        out.get_mut(..v.len()).ok_or(-3)?.copy_from_slice(v);
+        Ok(v.len())
+    }
+}
+
+/// How an RDMA attempt ended.
+#[derive(Debug)]
+pub(crate) enum Attempt {
+    /// The transfer succeeded; the answer of the transfer request.
+    Done(Answer),
+    /// The server does not do RDMA (no `x-amz-rdma-reply`): remember it
+    /// and fall back.
+    NoRdma(String),
+    /// The server declined this request (501): fall back.
+    Declined(String),
+    /// A failure; retried when [`Error::is_retryable`].
+    Failed(Error),
+}
+
+/// Classifies the library's result with what the callbacks saw.
+pub(crate) fn classify(res: hipobj::Result<()>, ops: Ops) -> Attempt {
+    let Ops { last, failure, .. } = ops;
+    if let Some(f) = failure {
+        return Attempt::Failed(f);
+    }
+    let e = match res {
+        Ok(()) => {
+            return match last {
+                Some(s) => Attempt::Done(s.answer),
+                None => Attempt::Failed(Error::Protocol(
+                    "the transfer succeeded without an answer".into(),
+                )),
+            }
+        }
+        Err(e) => e,
+    };
+    if e.op != hipobj::OpError::S3Error {
+        return Attempt::Failed(Error::Library(e));
+    }
+    let Some(Seen { answer, handshake }) = last else {
+        return Attempt::Failed(Error::Library(e));
+    };
+    let status = answer.status;
+    let Some(reply) = answer.header(headers::RDMA_REPLY) else {
+        // No reply header: a server that ignores tokens, unless this is an
+        // ordinary S3 error (authentication, a missing bucket).
+        let code = crate::xml::first(&String::from_utf8_lossy(&answer.body), "Code");
+        let ignored = status.is_success()
+            || (handshake && status == StatusCode::NOT_FOUND)
+            || (!handshake
+                && status == StatusCode::BAD_REQUEST
+                && matches!(
+                    code.as_deref(),
+                    Some(
+                        "BadDigest"
+                            | "InvalidDigest"
+                            | "XAmzContentChecksumMismatch"
+                            | "IncompleteBody"
+                    )
+                ));
+        return if ignored {
+            Attempt::NoRdma(format!(
+                "the server answered the {} with HTTP {} and no x-amz-rdma-reply: it does not do RDMA",
+                if handshake { "RDMA handshake" } else { "RDMA request" },
+                status.as_u16()
+            ))
+        } else {
+            Attempt::Failed(answer.error(None))
+        };
+    };
+    match Reply::parse(reply.as_bytes()) {
+        Ok(r) if r.is_declined() => Attempt::Declined(format!(
+            "the server declined RDMA (x-amz-rdma-reply: {reply})"
+        )),
+        Ok(_) if status.is_success() => Attempt::Failed(Error::Protocol(format!(
+            "HTTP {} with x-amz-rdma-reply {reply:?}: {}",
+            status.as_u16(),
+            e.message
+        ))),
+        Ok(_) => Attempt::Failed(answer.error(Some(reply))),
+        Err(err) => Attempt::Failed(Error::Protocol(format!(
+            "invalid x-amz-rdma-reply {reply:?}: {err}"
+        ))),
+    }
+}
+
+/// Set when a blocking transfer is over, so that the borrow it used may end.
+#[derive(Default)]
+struct Completion {
+    done: Mutex<bool>,
+    cv: Condvar,
+}
+
+/// Held by the transfer's closure; signals when dropped, run or not.
+struct SignalOnDrop(Arc<Completion>);
+
+impl Drop for SignalOnDrop {
+    fn drop(&mut self) {
+        *self.0.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.0.cv.notify_all();
+    }
+}
+
+/// Held by the awaiting future; waits when dropped until the closure is
+/// gone (only a cancelled future waits: an awaited one has seen it end).
+struct WaitOnDrop(Arc<Completion>);
+
+impl Drop for WaitOnDrop {
+    fn drop(&mut self) {
+        let mut done = self.0.done.lock().unwrap_or_else(|e| e.into_inner());
+        while !*done {
+            done = self.0.cv.wait(done).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// A registered buffer's address, sent to the blocking thread.
+struct BufPtr(*const Registered<'static, 'static>);
+
+// SAFETY: `Registered` is `Sync` (checked below), so a shared reference to
+// it may be used from another thread; the pointer is only dereferenced
+// while `run_blocking` keeps the borrow alive (see there).
+unsafe impl Send for BufPtr {}
+
+const _: () = {
+    const fn sync<T: Sync>() {}
+    sync::<Registered<'static, 'static>>();
+};
+
+/// Runs `f(reg)` on a blocking thread of the RDMA runtime, so that the
+/// caller's runtime keeps running and several transfers run in parallel.
+///
+/// The borrow of `reg` outlives the closure: the future waits for the
+/// closure's end, and if it is dropped (cancelled) before, its drop blocks
+/// until the closure is gone. The closure depends only on the RDMA
+/// runtime, whose requests all have timeouts, so that wait is bounded.
+pub(crate) async fn run_blocking<R, F>(
+    ctx: &RdmaContext,
+    reg: &Registered<'_, '_>,
+    f: F,
+) -> Result<R>
+where
+    R: Send + 'static,
+    F: for<'x, 'h, 'b> FnOnce(&'x Registered<'h, 'b>) -> R + Send + 'static,
+{
+    let completion = Arc::new(Completion::default());
+    let wait = WaitOnDrop(completion.clone());
+    let signal = SignalOnDrop(completion);
+    let ptr = BufPtr((reg as *const Registered<'_, '_>).cast::<Registered<'static, 'static>>());
+    let task = ctx.handle().spawn_blocking(move || {
+        let _signal = signal;
+        let ptr = ptr;
+        // SAFETY: `reg` is borrowed by `run_blocking`'s future, which does
+        // not end (complete or be dropped) before `_signal` is dropped at
+        // the end of this closure (`WaitOnDrop`); the 'static lifetimes are
+        // never observable outside `f`, which is generic over them.
+        let reg = unsafe { &*ptr.0 };
+        f(reg)
+    });
+    let r = task.await;
+    drop(wait);
+    match r {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(Error::Transport(format!(
+            "the RDMA transfer did not run: {e}"
+        ))),
+    }
+}
