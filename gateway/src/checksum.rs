@@ -1,6 +1,8 @@
-//! Checksums of the real bytes an RDMA PUT reads, checked against the
-//! `x-amz-checksum-*` header the client sent (base64 of the big-endian
-//! digest, as S3 has them).
+//! The S3 checksums (`x-amz-checksum-*`: base64 of the big-endian digest,
+//! as S3 has them), shared by both paths: the RDMA PUT checks the bytes it
+//! reads against the header the client sent (`crate::rdma::checksum`
+//! re-exports this module), and the plain path checks an aws-chunked body's
+//! decoded bytes against its trailing checksum (`crate::auth`).
 
 use base64::Engine as _;
 use sha1::Digest as _;
@@ -35,6 +37,25 @@ impl Algorithm {
             .iter()
             .find(|(a, _)| *a == self)
             .map_or("", |(_, h)| h)
+    }
+
+    /// The algorithm whose header (or trailing header) is `name`, any case.
+    pub fn from_header(name: &str) -> Option<Algorithm> {
+        Self::ALL
+            .iter()
+            .find(|(_, h)| h.eq_ignore_ascii_case(name))
+            .map(|(a, _)| *a)
+    }
+
+    /// Its name as S3 spells it in messages and `x-amz-checksum-algorithm`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Crc64Nvme => "CRC64NVME",
+            Algorithm::Crc32 => "CRC32",
+            Algorithm::Crc32c => "CRC32C",
+            Algorithm::Sha1 => "SHA1",
+            Algorithm::Sha256 => "SHA256",
+        }
     }
 }
 
@@ -142,5 +163,19 @@ mod tests {
             "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
         );
         assert_eq!(of(Algorithm::Sha1, b""), "2jmj7l5rSw0yVb/vlWAYkK/YBwk=");
+    }
+
+    #[test]
+    fn headers_and_names() {
+        for (a, h) in Algorithm::ALL {
+            assert_eq!(a.header(), h);
+            assert_eq!(Algorithm::from_header(h), Some(a));
+            assert_eq!(Algorithm::from_header(&h.to_ascii_uppercase()), Some(a));
+            assert_eq!(
+                h,
+                format!("x-amz-checksum-{}", a.name().to_ascii_lowercase())
+            );
+        }
+        assert_eq!(Algorithm::from_header("x-amz-checksum-md5"), None);
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod checksum;
 pub mod cli;
 pub mod config;
 pub mod engine;

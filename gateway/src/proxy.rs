@@ -1,18 +1,31 @@
 //! The plain path: requests without a token, proxied as streams.
 //!
 //! The auth layer has verified the client's signature and decoded the body
-//! (aws-chunked framing removed, chunk signatures checked); what is left is
-//! to drop the headers that belong to the client's hop or signature,
-//! re-address and re-sign the request for the store (the [`Upstream`]'s
-//! job) and pass the store's answer back untouched but for hop-by-hop
-//! headers.
+//! (aws-chunked framing removed, chunk signatures and a trailing checksum
+//! checked as it streams); what is left is to drop the headers that belong
+//! to the client's hop or signature, re-address and re-sign the request for
+//! the store (the [`Upstream`]'s job) and pass the store's answer back
+//! untouched but for hop-by-hop headers.
+//!
+//! A body that fails verification half-way (a wrong payload hash, chunk
+//! signature or trailing checksum, a truncated aws-chunked body) yields an
+//! [`AuthError`] to the store's request, which therefore fails: the store
+//! keeps nothing, and the client is answered with that error's S3 code and
+//! status rather than with whatever the store made of a broken body.
 
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
 use http::header::{
     HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH,
 };
 use http::{Request, Response, Uri, Version};
+use http_body::{Frame, SizeHint};
 
-use crate::body::Body;
+use crate::auth::AuthError;
+use crate::body::{Body, BoxError};
 use crate::s3err::S3Error;
 use crate::upstream::{Payload, Upstream, UpstreamError};
 
@@ -66,6 +79,12 @@ const PRESIGN_PARAMS: &[&str] = &[
 /// `body` is already decoded by the auth layer; when `decoded_length` is
 /// `Some` it becomes the `Content-Length`. Presigned-URL parameters are
 /// dropped from the query (the store's request is signed in the header).
+///
+/// If `body` yields an [`AuthError`] (boxed, as the auth layer's bodies
+/// do) and the store then fails or answers with an error, the client gets
+/// that `AuthError`'s code, status and message instead: e.g. 400
+/// `XAmzContentSHA256Mismatch`, 400 `BadDigest`, 403
+/// `SignatureDoesNotMatch`, 400 `IncompleteBody`.
 pub async fn forward(
     upstream: &dyn Upstream,
     parts: http::request::Parts,
@@ -79,13 +98,40 @@ pub async fn forward(
     }
     let uri = strip_presign_params(&parts.uri)?;
 
+    let failure = FailureSlot::default();
+    let body = Body::new(Watched {
+        inner: body,
+        slot: failure.clone(),
+    });
     let mut req = Request::new(body);
     *req.method_mut() = parts.method;
     *req.uri_mut() = uri;
     *req.version_mut() = Version::HTTP_11;
     *req.headers_mut() = headers;
 
-    let resp = upstream.send(req, payload).await.map_err(|err| {
+    let sent = upstream.send(req, payload).await;
+    if let Some(e) = failure.take() {
+        match &sent {
+            Ok(resp) if resp.status().is_success() => {
+                // Not seen with a store that reads the body through: it
+                // must fail a request whose body fails.
+                tracing::warn!(
+                    upstream = %upstream.describe(),
+                    code = e.code,
+                    "the request body failed verification, yet the store answered with success"
+                );
+            }
+            Ok(resp) => {
+                tracing::info!(code = e.code, store_status = %resp.status(), "request body failed verification");
+                return Err(e);
+            }
+            Err(err) => {
+                tracing::info!(code = e.code, error = %err, "request body failed verification");
+                return Err(e);
+            }
+        }
+    }
+    let resp = sent.map_err(|err| {
         let s3err = to_s3_error(&err);
         tracing::warn!(upstream = %upstream.describe(), error = %err, "store request failed");
         s3err
@@ -94,6 +140,76 @@ pub async fn forward(
     let (mut parts, body) = resp.into_parts();
     remove_hop_by_hop(&mut parts.headers);
     Ok(Response::from_parts(parts, body))
+}
+
+/// The first [`AuthError`] a request body yielded, as the client is to be
+/// answered with it.
+#[derive(Clone, Debug, Default)]
+struct FailureSlot(Arc<Mutex<Option<S3Error>>>);
+
+impl FailureSlot {
+    /// Records `e`'s S3 error unless one is recorded already.
+    fn record(&self, e: &AuthError) {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(S3Error::new(e.status(), e.code(), e.to_string()));
+        }
+    }
+
+    fn take(&self) -> Option<S3Error> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+/// The request body, passed through as it is, recording in `slot` the
+/// first [`AuthError`] it yields.
+struct Watched {
+    inner: Body,
+    slot: FailureSlot,
+}
+
+/// The [`AuthError`] in `err` or its chain of sources, if any.
+fn auth_error_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a AuthError> {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if let Some(a) = e.downcast_ref::<AuthError>() {
+            return Some(a);
+        }
+        cur = e.source();
+    }
+    None
+}
+
+impl http_body::Body for Watched {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Err(e))) => {
+                // Unwrapped, so that the body the store reads carries the
+                // error as the auth layer boxed it.
+                let e = e.into_inner();
+                if let Some(a) = auth_error_in(&*e) {
+                    this.slot.record(a);
+                }
+                Poll::Ready(Some(Err(e)))
+            }
+            other => other.map_err(BoxError::from),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// What a client is told when the store gave no answer.
@@ -135,7 +251,10 @@ fn to_s3_error(err: &UpstreamError) -> S3Error {
 ///   becomes the `Content-Length`;
 /// - `x-amz-trailer`, whose trailer the decoded body no longer carries, and
 ///   with it `x-amz-sdk-checksum-algorithm` (a store refuses an algorithm
-///   named without its checksum).
+///   named without its checksum). A trailing checksum is not lost: the
+///   auth layer checked it against the decoded bytes before the body's
+///   last chunk went out (a mismatch fails the body with `BadDigest`);
+///   nothing of it is forwarded.
 pub fn forwardable_headers(headers: &HeaderMap) -> HeaderMap {
     let connection_named: Vec<String> = headers
         .get_all(CONNECTION)
@@ -271,6 +390,100 @@ mod tests {
         assert_eq!(strip_presign_params(&uri).unwrap(), "/b/k");
         let uri: Uri = "/b/k?uploads".parse().unwrap();
         assert_eq!(strip_presign_params(&uri).unwrap(), "/b/k?uploads");
+    }
+
+    /// A store that reads the whole body, then answers 200, or, when the
+    /// body fails, a 500 (`fail_with_error`: no answer at all).
+    #[derive(Debug)]
+    struct ReadingStore {
+        fail_with_error: bool,
+    }
+
+    impl Upstream for ReadingStore {
+        fn send(
+            &self,
+            req: Request<Body>,
+            _payload: Payload,
+        ) -> futures::future::BoxFuture<'static, Result<Response<Body>, UpstreamError>> {
+            let fail_with_error = self.fail_with_error;
+            Box::pin(async move {
+                use http_body_util::BodyExt;
+                match req.into_body().collect().await {
+                    Ok(_) => Ok(Response::new(Body::from("stored"))),
+                    Err(e) if fail_with_error => Err(UpstreamError::Request(e.into())),
+                    Err(_) => {
+                        let mut r =
+                            Response::new(Body::from("<Error><Code>InternalError</Code></Error>"));
+                        *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                        Ok(r)
+                    }
+                }
+            })
+        }
+
+        fn describe(&self) -> String {
+            "reading store".into()
+        }
+    }
+
+    fn failing_body(e: Option<BoxError>) -> Body {
+        let mut items: Vec<Result<Bytes, BoxError>> = vec![Ok(Bytes::from_static(b"abc"))];
+        items.extend(e.map(Err));
+        Body::from_stream(futures::stream::iter(items))
+    }
+
+    async fn put_through(store: &ReadingStore, body: Body) -> Result<Response<Body>, S3Error> {
+        let parts = Request::put("/b/k").body(()).unwrap().into_parts().0;
+        forward(store, parts, body, None, Payload::Unsigned).await
+    }
+
+    #[tokio::test]
+    async fn a_body_auth_error_answers_for_the_store() {
+        /// The error, the status and code the client gets.
+        type Case = (fn() -> AuthError, u16, &'static str);
+        let cases: [Case; 4] = [
+            (
+                || AuthError::XAmzContentSha256Mismatch,
+                400,
+                "XAmzContentSHA256Mismatch",
+            ),
+            (|| AuthError::BadDigest("CRC32"), 400, "BadDigest"),
+            (
+                || AuthError::ChunkSignatureDoesNotMatch("chunk"),
+                403,
+                "SignatureDoesNotMatch",
+            ),
+            (
+                || AuthError::IncompleteBody("x".into()),
+                400,
+                "IncompleteBody",
+            ),
+        ];
+        for fail_with_error in [false, true] {
+            let store = ReadingStore { fail_with_error };
+            for (make, status, code) in cases {
+                let body = failing_body(Some(Box::new(make())));
+                let err = put_through(&store, body).await.unwrap_err();
+                assert_eq!((err.status.as_u16(), err.code), (status, code));
+                assert_eq!(err.message, make().to_string());
+            }
+            // A body error that is not an auth error: the store's answer.
+            let io: BoxError = Box::new(std::io::Error::other("reset"));
+            let r = put_through(&store, failing_body(Some(io))).await;
+            if fail_with_error {
+                assert_eq!(r.unwrap_err().code, "ServiceUnavailable");
+            } else {
+                assert_eq!(r.unwrap().status(), 500);
+            }
+            // A good body.
+            assert_eq!(
+                put_through(&store, failing_body(None))
+                    .await
+                    .unwrap()
+                    .status(),
+                200
+            );
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `decode_body`: the AWS chunked-upload example, chunk streams signed by
-//! aws-sigv4 itself, corrupted / reordered / truncated chunks, trailers, and
+//! aws-sigv4 itself, corrupted / reordered / truncated chunks, trailers and
+//! trailing checksums (the last chunk held back until they check out), and
 //! the plain body's SHA-256.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -7,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use hipobj_gateway::auth::{self, AuthError, AuthSettings, BodyMode, Credentials, Verified};
 use hipobj_gateway::body::Body;
+use hipobj_gateway::checksum::{Algorithm, Hasher};
 use hipobj_gateway::config::KeyPair;
 use http::{HeaderValue, Method, Request};
 use http_body_util::BodyExt;
@@ -342,23 +344,24 @@ async fn sigv4_signed_trailer_round_trip() {
     );
     assert_eq!(v.body, BodyMode::ChunkedSigned { trailer: true });
     assert_eq!(v.declared_trailers(), ["x-amz-checksum-crc64nvme"]);
+    // CRC-64/NVME of "abcdef".
     let body = encode_signed(
         &seed,
         &[b"abc", b"def"],
-        &[("x-amz-checksum-crc64nvme", "AAAAAAAAAAA=")],
+        &[("x-amz-checksum-crc64nvme", "Pact6XRTYyA=")],
     );
     let (decoded, trailers) = auth::decode_body_with_trailers(&v, body_of(&body, 5));
     let (frames, err) = drain(decoded).await;
     assert!(err.is_none(), "{err:?}");
     assert_eq!(concat(&frames), b"abcdef");
     let t = trailers.take().unwrap();
-    assert_eq!(t["x-amz-checksum-crc64nvme"], "AAAAAAAAAAA=");
+    assert_eq!(t["x-amz-checksum-crc64nvme"], "Pact6XRTYyA=");
     assert!(trailers.take().is_none());
 
     // The trailer value changed in flight.
     let tampered = String::from_utf8(body.clone())
         .unwrap()
-        .replace("AAAAAAAAAAA=", "AAAAAAAAAAB=");
+        .replace("Pact6XRTYyA=", "Pact6XRTYyB=");
     let (decoded, trailers) = auth::decode_body_with_trailers(&v, body_of(tampered.as_bytes(), 5));
     let (_, err) = drain(decoded).await;
     assert_eq!(err.unwrap().code(), "SignatureDoesNotMatch");
@@ -382,14 +385,15 @@ async fn unsigned_trailer_round_trip() {
         Some("x-amz-checksum-crc32c"),
     );
     assert_eq!(v.body, BodyMode::ChunkedUnsigned);
-    let body = b"3\r\nabc\r\n4\r\ndefg\r\n0\r\nx-amz-checksum-crc32c:yZRlqg==\r\n\r\n";
+    // CRC-32C of "abcdefg".
+    let body = b"3\r\nabc\r\n4\r\ndefg\r\n0\r\nx-amz-checksum-crc32c:5if0QQ==\r\n\r\n";
     let (decoded, trailers) = auth::decode_body_with_trailers(&v, body_of(body, 4));
     let (frames, err) = drain(decoded).await;
     assert!(err.is_none(), "{err:?}");
     assert_eq!(concat(&frames), b"abcdefg");
     assert_eq!(
         trailers.take().unwrap()["x-amz-checksum-crc32c"],
-        "yZRlqg=="
+        "5if0QQ=="
     );
     // Without the declared trailer.
     let (_, err) = drain(auth::decode_body(
@@ -401,6 +405,179 @@ async fn unsigned_trailer_round_trip() {
     // Truncated inside a chunk.
     let (_, err) = drain(auth::decode_body(&v, body_of(b"3\r\nabc\r\n4\r\nde", 4))).await;
     assert_eq!(err.unwrap().code(), "IncompleteBody");
+}
+
+// --- Trailing checksums ------------------------------------------------------
+
+const ALGORITHMS: [Algorithm; 5] = [
+    Algorithm::Crc64Nvme,
+    Algorithm::Crc32,
+    Algorithm::Crc32c,
+    Algorithm::Sha1,
+    Algorithm::Sha256,
+];
+
+fn checksum_of(a: Algorithm, data: &[u8]) -> String {
+    let mut h = Hasher::new(a);
+    h.update(data);
+    h.finish()
+}
+
+/// A STREAMING-UNSIGNED-PAYLOAD-TRAILER encoding of `data` in `chunk`-byte
+/// chunks with the trailer `name:value`.
+fn encode_unsigned(data: &[u8], chunk: usize, name: &str, value: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for piece in data.chunks(chunk) {
+        out.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        out.extend_from_slice(piece);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("0\r\n{name}:{value}\r\n\r\n").as_bytes());
+    out
+}
+
+#[tokio::test]
+async fn unsigned_trailing_checksum_is_verified() {
+    let data: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
+    for a in ALGORITHMS {
+        let (v, _) = signed_verified(
+            "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+            Some(data.len() as u64),
+            Some(a.header()),
+        );
+        let good = checksum_of(a, &data);
+        for step in [7, 1000, 1 << 20] {
+            let body = encode_unsigned(&data, 8192, a.header(), &good);
+            let (decoded, trailers) = auth::decode_body_with_trailers(&v, body_of(&body, step));
+            let (frames, err) = drain(decoded).await;
+            assert!(err.is_none(), "{a:?} step {step}: {err:?}");
+            assert_eq!(concat(&frames), data, "{a:?} step {step}");
+            assert_eq!(trailers.take().unwrap()[a.header()], good.as_str());
+
+            // A wrong value (another body's): BadDigest, and the last chunk
+            // never comes out.
+            let wrong = checksum_of(a, b"another body");
+            let body = encode_unsigned(&data, 8192, a.header(), &wrong);
+            let (decoded, trailers) = auth::decode_body_with_trailers(&v, body_of(&body, step));
+            let (frames, err) = drain(decoded).await;
+            let err = err.expect("an error item");
+            assert_eq!(
+                (err.code(), err.status().as_u16()),
+                ("BadDigest", 400),
+                "{a:?} step {step}"
+            );
+            let last = data.len() - data.len() / 8192 * 8192;
+            assert_eq!(
+                concat(&frames),
+                data[..data.len() - last],
+                "{a:?} step {step}"
+            );
+            assert!(trailers.take().is_none());
+        }
+    }
+
+    // The body's bytes changed in flight, the checksum left as it was.
+    let (v, _) = signed_verified(
+        "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+        Some(7),
+        Some("x-amz-checksum-crc32"),
+    );
+    let body = encode_unsigned(
+        b"abcdeXg",
+        3,
+        "x-amz-checksum-crc32",
+        &checksum_of(Algorithm::Crc32, b"abcdefg"),
+    );
+    let (frames, err) = drain(auth::decode_body(&v, body_of(&body, 4))).await;
+    assert_eq!(err.unwrap().code(), "BadDigest");
+    assert_eq!(
+        concat(&frames),
+        b"abcdeX",
+        "only chunks followed by another"
+    );
+
+    // A single chunk is held whole; the empty body has a checksum too.
+    let body = encode_unsigned(b"abcdefg", 64, "x-amz-checksum-crc32", "AAAAAA==");
+    let (frames, err) = drain(auth::decode_body(&v, body_of(&body, 1))).await;
+    assert_eq!(err.unwrap().code(), "BadDigest");
+    assert!(frames.is_empty());
+    let (v, _) = signed_verified(
+        "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+        Some(0),
+        Some("x-amz-checksum-crc32"),
+    );
+    let (frames, err) = drain(auth::decode_body(
+        &v,
+        body_of(b"0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n", 5),
+    ))
+    .await;
+    assert!(err.is_none() && frames.is_empty(), "{err:?}");
+}
+
+#[tokio::test]
+async fn signed_trailing_checksum_is_verified() {
+    for a in ALGORITHMS {
+        let (v, seed) = signed_verified(
+            "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER",
+            Some(11),
+            Some(a.header()),
+        );
+        let pieces: [&[u8]; 3] = [b"hello", b" ", b"world"];
+        let good = checksum_of(a, b"hello world");
+        let body = encode_signed(&seed, &pieces, &[(a.header(), &good)]);
+        let (frames, err) = drain(auth::decode_body(&v, body_of(&body, 3))).await;
+        assert!(err.is_none(), "{a:?}: {err:?}");
+        assert_eq!(concat(&frames), b"hello world");
+
+        // A wrong checksum, properly signed: the signatures check out, the
+        // checksum does not.
+        let wrong = checksum_of(a, b"hello world!");
+        let body = encode_signed(&seed, &pieces, &[(a.header(), &wrong)]);
+        let (decoded, trailers) = auth::decode_body_with_trailers(&v, body_of(&body, 3));
+        let (frames, err) = drain(decoded).await;
+        assert_eq!(err.unwrap().code(), "BadDigest", "{a:?}");
+        assert_eq!(concat(&frames), b"hello ", "{a:?}: the last chunk is held");
+        assert!(trailers.take().is_none());
+    }
+}
+
+/// Each chunk comes out only once the next chunk header has arrived; the
+/// last one once the trailer has checked out.
+#[tokio::test]
+async fn chunks_are_released_one_header_late() {
+    use futures::FutureExt;
+
+    let (v, _) = signed_verified(
+        "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+        Some(7),
+        Some("x-amz-checksum-crc32c"),
+    );
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<Bytes, std::io::Error>>();
+    let input = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|f| (f, rx))
+    }));
+    let mut decoded = auth::decode_body(&v, input);
+    let send = |s: &'static [u8]| tx.send(Ok(Bytes::from_static(s))).unwrap();
+    let mut next = || {
+        decoded
+            .frame()
+            .now_or_never()
+            .map(|f| f.map(|f| f.unwrap().into_data().unwrap()))
+    };
+
+    send(b"3\r\nabc\r\n");
+    assert_eq!(next(), None, "held until the next header");
+    send(b"4\r");
+    assert_eq!(next(), None);
+    send(b"\n");
+    assert_eq!(next(), Some(Some(Bytes::from_static(b"abc"))));
+    send(b"defg\r\n0\r\n");
+    assert_eq!(next(), None, "the last chunk waits for the trailer");
+    send(b"x-amz-checksum-crc32c:5if0QQ==\r\n\r\n");
+    assert_eq!(next(), None, "and for the end of the body");
+    drop(tx);
+    assert_eq!(next(), Some(Some(Bytes::from_static(b"defg"))));
+    assert_eq!(next(), Some(None));
 }
 
 // --- Plain bodies -------------------------------------------------------------

@@ -1,13 +1,26 @@
 //! The body as the client meant it: aws-chunked decoded with its chunk
-//! signatures checked in order, or a plain body whose SHA-256 is checked at
-//! its end.
+//! signatures and its trailing checksum checked, or a plain body whose
+//! SHA-256 is checked at its end.
 //!
 //! Both are `http_body::Body` state machines over the incoming frames; the
 //! body is never collected. A signed aws-chunked body buffers one chunk (at
 //! most [`MAX_CHUNK_SIZE`]) so that no byte is released before its chunk
-//! signature has been checked; an unsigned one passes data through as it
-//! arrives; a plain body holds back its latest frame, so that the error for
-//! a wrong hash replaces the last data.
+//! signature has been checked; an unsigned one without a trailing checksum
+//! passes data through as it arrives; a plain body holds back its latest
+//! frame, so that the error for a wrong hash replaces the last data.
+//!
+//! An aws-chunked body with a trailing checksum (`x-amz-trailer:
+//! x-amz-checksum-crc32` etc., `STREAMING-UNSIGNED-PAYLOAD-TRAILER` or
+//! `STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER`) has the declared
+//! algorithm computed over its decoded bytes, and is held back one chunk:
+//! each complete chunk is released only once the next chunk header has
+//! been read, so the last data chunk waits for the final zero-size chunk
+//! and the trailers. There the checksum is checked: the held chunk comes
+//! out and the body ends, or an error ([`AuthError::BadDigest`]) comes
+//! instead of it. A consumer (the store) therefore never sees the whole
+//! body when its checksum is wrong, even one that stops reading at its
+//! `Content-Length`. At most two chunks are buffered then: the one held and
+//! the one being read.
 //!
 //! The aws-chunked format:
 //!
@@ -34,6 +47,7 @@ use subtle::ConstantTimeEq;
 use super::canonical::{self, EMPTY_SHA256};
 use super::{AuthError, BodyMode, ChainContext, Verified, MAX_CHUNK_SIZE};
 use crate::body::{Body, BoxError};
+use crate::checksum::{Algorithm, Hasher};
 
 /// The longest chunk-size line (size, extensions, CRLF) accepted.
 const MAX_LINE: usize = 4096;
@@ -61,14 +75,22 @@ impl TrailingHeaders {
 }
 
 /// The body as the client meant it: aws-chunked decoded (verifying each
-/// chunk signature in order, and the trailer signature and the presence of
-/// the declared trailing headers), or a plain body whose SHA-256 is checked
-/// at the end (an error item is yielded instead of the last chunk if it does
-/// not match). Memory is bounded: at most one chunk (of at most
-/// [`MAX_CHUNK_SIZE`]) is buffered.
+/// chunk signature in order, the trailer signature, the presence of the
+/// declared trailing headers and the value of a declared trailing checksum
+/// `x-amz-checksum-*`), or a plain body whose SHA-256 is checked at the end
+/// (an error item is yielded instead of the last chunk if it does not
+/// match).
+///
+/// With a trailing checksum declared, each decoded chunk is released only
+/// once the next chunk header has arrived, so the last one is held until
+/// the checksum has been checked against the trailer: on a mismatch a
+/// `BadDigest` error comes instead of it, and the body never carries all of
+/// its bytes. Memory is bounded: at most one chunk (of at most
+/// [`MAX_CHUNK_SIZE`]) is buffered, two with a trailing checksum.
 ///
 /// Errors the body yields are [`AuthError`]s (boxed), or the incoming body's
-/// own errors as they were.
+/// own errors as they were. Data released before an error is data that
+/// verified, but the body as a whole has not: a consumer must discard it.
 pub fn decode_body(verified: &Verified, body: Body) -> Body {
     decode_body_with_trailers(verified, body).0
 }
@@ -237,8 +259,16 @@ pub(crate) struct ChunkParser {
     state: State,
     /// The line being read (chunk header or trailer).
     line: Vec<u8>,
-    /// Signed modes: the current chunk's data, released once verified.
+    /// Signed modes, or with a trailing checksum: the current chunk's data,
+    /// released once verified (or held, see `held`).
     chunk: BytesMut,
+    /// The trailing checksums declared in `x-amz-trailer`, computed over
+    /// the decoded bytes (trailer modes only; usually none or one).
+    checksums: Vec<(Algorithm, Hasher)>,
+    /// With a trailing checksum: the last complete chunk, released when the
+    /// next chunk header has been read, or at the end once the checksum
+    /// checked out.
+    held: Option<Bytes>,
     hasher: Sha256,
     /// The current chunk's signature as sent.
     chunk_signature: [u8; 32],
@@ -258,12 +288,26 @@ impl ChunkParser {
 
     fn with_context(mode: Mode, ctx: ChainContext, declared_length: Option<u64>) -> ChunkParser {
         let prev_signature = ctx.seed_signature.clone();
+        let mut checksums: Vec<(Algorithm, Hasher)> = Vec::new();
+        if mode != Mode::Signed {
+            for a in ctx
+                .declared_trailers
+                .iter()
+                .filter_map(|t| Algorithm::from_header(t))
+            {
+                if !checksums.iter().any(|(b, _)| *b == a) {
+                    checksums.push((a, Hasher::new(a)));
+                }
+            }
+        }
         ChunkParser {
             mode,
             ctx,
             state: State::Header,
             line: Vec::new(),
             chunk: BytesMut::new(),
+            checksums,
+            held: None,
             hasher: Sha256::new(),
             chunk_signature: [0; 32],
             prev_signature,
@@ -275,12 +319,24 @@ impl ChunkParser {
         }
     }
 
+    /// Whether complete chunks are held back for a trailing checksum.
+    fn holds_back(&self) -> bool {
+        !self.checksums.is_empty()
+    }
+
+    /// Whether chunk data is collected rather than passed through.
+    fn buffers(&self) -> bool {
+        self.mode.signed() || self.holds_back()
+    }
+
     /// Feeds the next bytes of the encoded body; decoded, verified data is
-    /// pushed to `out`.
+    /// pushed to `out` (with a trailing checksum, one chunk late).
     fn push(&mut self, mut input: Bytes, out: &mut VecDeque<Bytes>) -> Result<(), AuthError> {
         let result = self.push_inner(&mut input, out);
         if result.is_err() {
             self.state = State::Done;
+            self.held = None;
+            self.chunk = BytesMut::new();
         }
         result
     }
@@ -302,7 +358,7 @@ impl ChunkParser {
                         continue;
                     };
                     if self.state == State::Header {
-                        self.header_line(&line)?;
+                        self.header_line(&line, out)?;
                     } else {
                         self.trailer_line(&line)?;
                     }
@@ -312,8 +368,13 @@ impl ChunkParser {
                         .unwrap_or(usize::MAX)
                         .min(input.len());
                     let piece = input.split_to(n);
-                    if self.mode.signed() {
-                        self.hasher.update(&piece);
+                    for (_, h) in &mut self.checksums {
+                        h.update(&piece);
+                    }
+                    if self.buffers() {
+                        if self.mode.signed() {
+                            self.hasher.update(&piece);
+                        }
                         self.chunk.extend_from_slice(&piece);
                     } else if !piece.is_empty() {
                         out.push_back(piece);
@@ -339,7 +400,18 @@ impl ChunkParser {
                         if self.mode.signed() {
                             let digest = std::mem::take(&mut self.hasher).finalize();
                             self.check_chunk(&hex::encode(digest))?;
-                            out.push_back(self.chunk.split().freeze());
+                        }
+                        if self.buffers() {
+                            let data = self.chunk.split().freeze();
+                            if self.holds_back() {
+                                // The previous one went out with this
+                                // chunk's header.
+                                if let Some(prev) = self.held.replace(data) {
+                                    out.push_back(prev);
+                                }
+                            } else {
+                                out.push_back(data);
+                            }
                         }
                         self.state = State::Header;
                     }
@@ -378,8 +450,9 @@ impl ChunkParser {
         Ok(Some(line))
     }
 
-    /// `<hex size>;chunk-signature=<sig>` or `<hex size>[;ext]`.
-    fn header_line(&mut self, line: &[u8]) -> Result<(), AuthError> {
+    /// `<hex size>;chunk-signature=<sig>` or `<hex size>[;ext]`. A chunk
+    /// held back is released to `out` by the header of a further data chunk.
+    fn header_line(&mut self, line: &[u8], out: &mut VecDeque<Bytes>) -> Result<(), AuthError> {
         let malformed = || AuthError::InvalidRequest("aws-chunked: malformed chunk header".into());
         let (size, ext) = match line.iter().position(|&b| b == b';') {
             Some(i) => (line.get(..i).unwrap_or_default(), line.get(i + 1..)),
@@ -423,7 +496,11 @@ impl ChunkParser {
             }
             self.state = State::Trailers;
         } else {
-            if self.mode.signed() {
+            // More data follows: the chunk before it was not the last one.
+            if let Some(prev) = self.held.take() {
+                out.push_back(prev);
+            }
+            if self.buffers() {
                 self.chunk.reserve(usize::try_from(size).unwrap_or(0));
             }
             self.state = State::Data { remaining: size };
@@ -497,10 +574,17 @@ impl ChunkParser {
     }
 
     /// The encoded body has ended: checks it ended where it may, its decoded
-    /// length, the trailer signature and the declared trailers.
-    fn finish(&mut self) -> Result<HeaderMap, AuthError> {
+    /// length, the trailer signature, the declared trailers and the trailing
+    /// checksum; if all is well, the chunk held back goes to `out`.
+    fn finish(&mut self, out: &mut VecDeque<Bytes>) -> Result<HeaderMap, AuthError> {
         let result = self.finish_inner();
         self.state = State::Done;
+        self.chunk = BytesMut::new();
+        if let Some(last) = self.held.take() {
+            if result.is_ok() {
+                out.push_back(last);
+            }
+        }
         result
     }
 
@@ -573,6 +657,22 @@ impl ChunkParser {
                 "aws-chunked: the trailing header {missing} declared in x-amz-trailer was not sent"
             )));
         }
+        for (algorithm, hasher) in std::mem::take(&mut self.checksums) {
+            let header = algorithm.header();
+            let sent = self
+                .trailers
+                .iter()
+                .find(|(n, _)| n == header)
+                .map(|(_, v)| v.as_str());
+            let computed = hasher.finish();
+            if sent != Some(computed.as_str()) {
+                tracing::debug!(
+                    trailer = header,
+                    "aws-chunked: the trailing checksum does not match the body"
+                );
+                return Err(AuthError::BadDigest(algorithm.name()));
+            }
+        }
         let mut map = HeaderMap::with_capacity(self.trailers.len());
         for (name, value) in &self.trailers {
             let malformed = || {
@@ -642,8 +742,9 @@ impl http_body::Body for ChunkedBody {
                     let Ok(data) = frame.into_data() else {
                         continue;
                     };
-                    // Chunks verified before a failure in the same frame
-                    // still come out, then the error.
+                    // Chunks verified (and released) before a failure in
+                    // the same frame still come out, then the error; a chunk
+                    // held back for the trailing checksum does not.
                     if let Err(e) = this.parser.push(data, &mut this.out) {
                         this.done = true;
                         this.failed = Some(Box::new(e));
@@ -655,7 +756,7 @@ impl http_body::Body for ChunkedBody {
                 }
                 Poll::Ready(None) => {
                     this.done = true;
-                    match this.parser.finish() {
+                    match this.parser.finish(&mut this.out) {
                         Ok(map) if !map.is_empty() => this.trailers.set(map),
                         Ok(_) => {}
                         Err(e) => this.failed = Some(Box::new(e)),
@@ -734,7 +835,10 @@ mod tests {
             for piece in body.chunks(step) {
                 p.push(Bytes::copy_from_slice(piece), &mut out).unwrap();
             }
-            let trailers = p.finish().unwrap();
+            // The last chunk is held until the trailing checksum is checked.
+            assert_eq!(out.len(), 1);
+            assert_eq!(out[0].len(), 65536);
+            let trailers = p.finish(&mut out).unwrap();
             let data: Vec<u8> = out.iter().flat_map(|b| b.iter().copied()).collect();
             assert_eq!(data.len(), 66560);
             assert!(data.iter().all(|&b| b == b'a'));
@@ -750,8 +854,9 @@ mod tests {
         let mut p = ChunkParser::with_context(Mode::SignedTrailer, ctx(seed), Some(66560));
         let mut out = VecDeque::new();
         p.push(Bytes::from(tampered), &mut out).unwrap();
-        let err = p.finish().unwrap_err();
+        let err = p.finish(&mut out).unwrap_err();
         assert_eq!(err.code(), "SignatureDoesNotMatch");
+        assert_eq!(out.len(), 1, "the last chunk is not released");
 
         // The s3s layout: an empty line before the trailers, no final CRLF.
         let mut alt = encode(&[
@@ -771,31 +876,55 @@ mod tests {
         let mut p = ChunkParser::with_context(Mode::SignedTrailer, ctx(seed), Some(66560));
         let mut out = VecDeque::new();
         p.push(Bytes::from(alt), &mut out).unwrap();
-        p.finish().unwrap();
+        p.finish(&mut out).unwrap();
+        assert_eq!(out.iter().map(Bytes::len).sum::<usize>(), 66560);
 
         // The trailer signature missing.
         let mut p = ChunkParser::with_context(Mode::SignedTrailer, ctx(seed), Some(66560));
         let cut = body.len() - b"x-amz-trailer-signature:d81f82fc3505edab99d459891051a732e8730629a2e4a59689829ca17fe2e435\r\n\r\n".len();
         p.push(Bytes::copy_from_slice(&body[..cut]), &mut VecDeque::new())
             .unwrap();
-        assert_eq!(p.finish().unwrap_err().code(), "MalformedTrailerError");
+        assert_eq!(
+            p.finish(&mut VecDeque::new()).unwrap_err().code(),
+            "MalformedTrailerError"
+        );
     }
 
     #[test]
     fn unsigned_trailer() {
         let mut c = ctx("");
         c.declared_trailers = vec!["x-amz-checksum-crc64nvme".into()];
+        // CRC-64/NVME of "abcdefg".
         let body =
-            b"3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\nx-amz-checksum-crc64nvme: AAAAAAAAAAA=\r\n\r\n";
+            b"3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\nx-amz-checksum-crc64nvme: SmzZ/LTp1CA=\r\n\r\n";
         let mut p = ChunkParser::with_context(Mode::Unsigned, c.clone(), Some(7));
         let mut out = VecDeque::new();
         for b in body.chunks(2) {
             p.push(Bytes::copy_from_slice(b), &mut out).unwrap();
         }
-        let t = p.finish().unwrap();
+        assert_eq!(out, [Bytes::from_static(b"abc")], "the last chunk is held");
+        let t = p.finish(&mut out).unwrap();
         let data: Vec<u8> = out.iter().flat_map(|b| b.iter().copied()).collect();
         assert_eq!(data, b"abcdefg");
-        assert_eq!(t.get("x-amz-checksum-crc64nvme").unwrap(), "AAAAAAAAAAA=");
+        assert_eq!(t.get("x-amz-checksum-crc64nvme").unwrap(), "SmzZ/LTp1CA=");
+
+        // A wrong checksum: BadDigest, and the last chunk never comes out.
+        let wrong = String::from_utf8_lossy(body).replace("SmzZ/LTp1CA=", "AAAAAAAAAAA=");
+        let mut p = ChunkParser::with_context(Mode::Unsigned, c.clone(), Some(7));
+        let mut out = VecDeque::new();
+        p.push(Bytes::from(wrong), &mut out).unwrap();
+        let err = p.finish(&mut out).unwrap_err();
+        assert_eq!((err.code(), err.status().as_u16()), ("BadDigest", 400));
+        assert_eq!(out, [Bytes::from_static(b"abc")]);
+
+        // No checksum declared: data passes through as it arrives.
+        let mut plain = c.clone();
+        plain.declared_trailers = vec!["x-amz-meta-foo".into()];
+        let mut p = ChunkParser::with_context(Mode::Unsigned, plain, Some(7));
+        let mut out = VecDeque::new();
+        p.push(Bytes::from_static(b"3\r\nabc\r\n4\r\nde"), &mut out)
+            .unwrap();
+        assert_eq!(out, [Bytes::from_static(b"abc"), Bytes::from_static(b"de")]);
 
         // The declared trailer missing.
         let mut p = ChunkParser::with_context(Mode::Unsigned, c.clone(), Some(7));
@@ -804,7 +933,10 @@ mod tests {
             &mut VecDeque::new(),
         )
         .unwrap();
-        assert_eq!(p.finish().unwrap_err().code(), "MalformedTrailerError");
+        assert_eq!(
+            p.finish(&mut VecDeque::new()).unwrap_err().code(),
+            "MalformedTrailerError"
+        );
 
         // Wrong decoded length, both ways.
         let mut p = ChunkParser::with_context(Mode::Unsigned, c.clone(), Some(8));
@@ -813,7 +945,10 @@ mod tests {
             &mut VecDeque::new(),
         )
         .unwrap();
-        assert_eq!(p.finish().unwrap_err().code(), "IncompleteBody");
+        assert_eq!(
+            p.finish(&mut VecDeque::new()).unwrap_err().code(),
+            "IncompleteBody"
+        );
         let mut p = ChunkParser::with_context(Mode::Unsigned, c, Some(6));
         let err = p
             .push(
@@ -840,7 +975,7 @@ mod tests {
             let mut p = ChunkParser::with_context(Mode::Unsigned, ctx(""), None);
             let r = p
                 .push(Bytes::from_static(case), &mut VecDeque::new())
-                .and_then(|()| p.finish().map(|_| ()));
+                .and_then(|()| p.finish(&mut VecDeque::new()).map(|_| ()));
             assert!(r.is_err(), "{:?}", String::from_utf8_lossy(case));
         }
         let mut p = ChunkParser::with_context(Mode::Unsigned, ctx(""), None);

@@ -9,8 +9,8 @@ use http::StatusCode;
 
 /// Why SigV4 verification (or signing) failed.
 ///
-/// Body errors (a chunk signature, the payload hash, a truncated aws-chunked
-/// body) are yielded by the bodies [`super::decode_body`] returns, boxed as
+/// Body errors (a chunk signature, the payload hash, a trailing checksum, a
+/// truncated aws-chunked body) are yielded by the bodies [`super::decode_body`] returns, boxed as
 /// this type: `err.downcast_ref::<AuthError>()` recovers it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -49,6 +49,11 @@ pub enum AuthError {
     /// `x-amz-content-sha256` the client signed.
     #[error("The provided 'x-amz-content-sha256' header does not match what was computed.")]
     XAmzContentSha256Mismatch,
+    /// 400 `BadDigest`: the decoded bytes of an aws-chunked body do not
+    /// match the trailing checksum (`x-amz-checksum-*`) the client sent; the
+    /// algorithm's S3 name (`CRC32`, ...).
+    #[error("The {0} you specified did not match the calculated checksum.")]
+    BadDigest(&'static str),
     /// 400 `InvalidArgument`: a header or parameter has a value S3 rejects.
     #[error("{0}")]
     InvalidArgument(String),
@@ -86,6 +91,7 @@ impl AuthError {
             AuthError::AuthorizationQueryParametersError(_) => "AuthorizationQueryParametersError",
             AuthError::MissingSecurityHeader(_) => "MissingSecurityHeader",
             AuthError::XAmzContentSha256Mismatch => "XAmzContentSHA256Mismatch",
+            AuthError::BadDigest(_) => "BadDigest",
             AuthError::InvalidArgument(_) => "InvalidArgument",
             AuthError::InvalidRequest(_) => "InvalidRequest",
             AuthError::IncompleteBody(_) => "IncompleteBody",
@@ -110,6 +116,7 @@ impl AuthError {
             | AuthError::AuthorizationQueryParametersError(_)
             | AuthError::MissingSecurityHeader(_)
             | AuthError::XAmzContentSha256Mismatch
+            | AuthError::BadDigest(_)
             | AuthError::InvalidArgument(_)
             | AuthError::InvalidRequest(_)
             | AuthError::IncompleteBody(_)
@@ -161,6 +168,7 @@ mod tests {
                 "XAmzContentSHA256Mismatch",
                 400,
             ),
+            (AuthError::BadDigest("CRC32"), "BadDigest", 400),
             (
                 AuthError::InvalidArgument("x".into()),
                 "InvalidArgument",

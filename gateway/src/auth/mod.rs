@@ -5,9 +5,14 @@
 //!   parameters), against the configured [`Credentials`], and says in
 //!   [`Verified::body`] what the client signed about the body.
 //! - [`decode_body`] turns the body into what the client meant: aws-chunked
-//!   decoded with every chunk signature checked in order, or a plain body
-//!   whose SHA-256 is checked at its end. It streams; at most one chunk is
-//!   buffered.
+//!   decoded with every chunk signature checked in order and a trailing
+//!   checksum (`x-amz-trailer: x-amz-checksum-*`) checked against the
+//!   decoded bytes (400 `BadDigest`), or a plain body whose SHA-256 is
+//!   checked at its end. It streams; at most one chunk is buffered, two
+//!   with a trailing checksum, whose last chunk is held back until the
+//!   checksum has checked out, so that a consumer never gets the whole of
+//!   a body whose checksum is wrong. The trailer is consumed here: the
+//!   decoded body does not carry it on.
 //! - [`sign_request`] signs an outbound request to the store with aws-sigv4,
 //!   in S3's mode (single percent-encoding, no path normalization).
 //!
