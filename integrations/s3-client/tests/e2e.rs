@@ -1,0 +1,659 @@
+//! The S3 client end to end: against the test server and the gateway (by
+//! RDMA), a server without RDMA (s3s-fs), and a proxy that declines RDMA.
+
+mod common;
+
+use common::*;
+use hipobj::Registered;
+use hipobj_s3::{Error, ListOptions, Path, Selection};
+
+fn contents(reg: &Registered<'_, '_>, off: usize, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    reg.read(off, &mut v).unwrap();
+    v
+}
+
+#[track_caller]
+fn assert_same(what: &str, got: &[u8], want: &[u8]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("{what}: first difference at byte {i}");
+    }
+}
+
+#[tokio::test]
+async fn every_operation_is_byte_exact_over_rdma() {
+    let server = test_server();
+    let lib = lib();
+    let mut cfg = rdma_config(&server.url, &lib);
+    cfg.require_rdma = true;
+    let s3 = client(cfg);
+    let b = bucket("every-operation");
+    s3.create_bucket(&b).await.unwrap();
+
+    let len = (3 << 20) + 17;
+    let data = pattern(1, len);
+    let mut src = data.clone();
+    let src = lib.register_host(&mut src).unwrap();
+    let put = s3.put_object(&b, "obj", &src, 0, len).await.unwrap();
+    assert_eq!(put.path, Path::Rdma);
+    assert_eq!(put.bytes, len as u64);
+    assert!(put.etag.is_some(), "{put:?}");
+    assert_eq!(
+        put.checksum_crc64nvme.as_deref(),
+        Some(hipobj_s3::crc64nvme(&data).as_str())
+    );
+
+    // Whole object, at an offset into the buffer.
+    let mut dst = vec![0u8; len + 4096];
+    let dst = lib.register_host(&mut dst).unwrap();
+    let got = s3.get_object(&b, "obj", &dst, 4096, None).await.unwrap();
+    assert_eq!(got.path, Path::Rdma, "{got:?}");
+    assert_eq!(got.bytes, len as u64);
+    assert_eq!(got.object_size, Some(len as u64));
+    assert!(got.checksum_verified, "{got:?}");
+    assert_same("GET", &contents(&dst, 4096, len), &data);
+    assert_eq!(
+        contents(&dst, 0, 4096),
+        vec![0u8; 4096],
+        "bytes before the offset"
+    );
+
+    // A range.
+    let r = s3
+        .get_object(&b, "obj", &dst, 0, Some((1000, 1999)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.path, r.bytes, r.status),
+        (Path::Rdma, 1000, 206),
+        "{r:?}"
+    );
+    assert_eq!(r.object_size, Some(len as u64));
+    assert!(!r.checksum_verified);
+    assert_same("range", &contents(&dst, 0, 1000), &data[1000..2000]);
+
+    // HEAD.
+    let info = s3.head_object(&b, "obj").await.unwrap();
+    assert_eq!(info.size, len as u64);
+    assert_eq!(info.etag, put.etag);
+
+    // Listing: prefix, delimiter, continuation.
+    for k in ["dir/a", "dir/b", "dir/sub/c", "other"] {
+        let o = s3
+            .put_object_http(&b, k, bytes::Bytes::from(k.as_bytes().to_vec()))
+            .await
+            .unwrap();
+        assert_eq!(o.path, Path::Http);
+    }
+    let page = s3
+        .list_objects_v2(
+            &b,
+            &ListOptions {
+                prefix: Some("dir/".into()),
+                delimiter: Some("/".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let keys: Vec<_> = page.objects.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(keys, ["dir/a", "dir/b"]);
+    assert_eq!(page.common_prefixes, ["dir/sub/"]);
+    let mut opts = ListOptions {
+        max_keys: Some(2),
+        ..Default::default()
+    };
+    let mut all = Vec::new();
+    loop {
+        let p = s3.list_objects_v2(&b, &opts).await.unwrap();
+        all.extend(p.objects.iter().map(|o| (o.key.clone(), o.size)));
+        if !p.is_truncated {
+            break;
+        }
+        assert!(p.objects.len() <= 2);
+        opts.continuation_token = p.next_continuation_token;
+        assert!(opts.continuation_token.is_some());
+    }
+    let names: Vec<_> = all.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names, ["dir/a", "dir/b", "dir/sub/c", "obj", "other"]);
+    assert_eq!(all[3].1, len as u64);
+    assert!(s3.list_buckets().await.unwrap().iter().any(|x| x.name == b));
+
+    // Delete.
+    s3.delete_object(&b, "obj").await.unwrap();
+    let e = s3.head_object(&b, "obj").await.unwrap_err();
+    assert!(e.is_not_found(), "{e:?}");
+    let e = s3.get_object(&b, "obj", &dst, 0, None).await.unwrap_err();
+    assert_eq!(e.code(), Some("NoSuchKey"), "{e:?}");
+    assert!(s3.no_rdma_remembered().is_none());
+}
+
+#[tokio::test]
+async fn multipart_parts_go_in_parallel_by_rdma() {
+    let server = test_server();
+    let lib = lib();
+    let mut cfg = rdma_config(&server.url, &lib);
+    cfg.require_rdma = true;
+    cfg.part_size = 5 << 20;
+    cfg.concurrency = 4;
+    let s3 = client(cfg);
+    let b = bucket("multipart");
+    s3.create_bucket(&b).await.unwrap();
+
+    let len = 3 * (5 << 20) + 12345;
+    let data = pattern(2, len);
+    let mut src = data.clone();
+    let src = lib.register_host(&mut src).unwrap();
+    let put = s3.put_object(&b, "big", &src, 0, len).await.unwrap();
+    assert_eq!(
+        (put.path, put.parts, put.bytes),
+        (Path::Rdma, 4, len as u64),
+        "{put:?}"
+    );
+    assert!(put.etag.is_some());
+
+    let mut dst = vec![0u8; len];
+    let dst = lib.register_host(&mut dst).unwrap();
+    let got = s3.get_object(&b, "big", &dst, 0, None).await.unwrap();
+    assert_eq!((got.path, got.bytes), (Path::Rdma, len as u64));
+    assert_same("multipart GET", &contents(&dst, 0, len), &data);
+
+    // The last part's range, by RDMA.
+    let first = (3 * (5 << 20)) as u64;
+    let r = s3
+        .get_object(&b, "big", &dst, 0, Some((first, len as u64 - 1)))
+        .await
+        .unwrap();
+    assert_eq!(r.bytes, 12345);
+    assert_same("tail", &contents(&dst, 0, 12345), &data[first as usize..]);
+
+    // The low-level calls: parts from two places of the buffer.
+    let id = s3.create_multipart_upload(&b, "manual").await.unwrap();
+    let p1 = s3
+        .upload_part(&b, "manual", &id, 1, &src, 0, 5 << 20)
+        .await
+        .unwrap();
+    let p2 = s3
+        .upload_part(&b, "manual", &id, 2, &src, 7, 100)
+        .await
+        .unwrap();
+    assert_eq!((p1.path, p2.path), (Path::Rdma, Path::Rdma));
+    s3.complete_multipart_upload(
+        &b,
+        "manual",
+        &id,
+        &[
+            hipobj_s3::CompletedPart {
+                part_number: 1,
+                etag: p1.etag.unwrap(),
+            },
+            hipobj_s3::CompletedPart {
+                part_number: 2,
+                etag: p2.etag.unwrap(),
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    let mut want = data[..5 << 20].to_vec();
+    want.extend_from_slice(&data[7..107]);
+    let got = s3.get_object(&b, "manual", &dst, 0, None).await.unwrap();
+    assert_eq!(got.bytes, want.len() as u64);
+    assert_same("manual multipart", &contents(&dst, 0, want.len()), &want);
+
+    // An aborted upload leaves nothing.
+    let id = s3.create_multipart_upload(&b, "aborted").await.unwrap();
+    s3.upload_part(&b, "aborted", &id, 1, &src, 0, 1 << 20)
+        .await
+        .unwrap();
+    s3.abort_multipart_upload(&b, "aborted", &id).await.unwrap();
+    assert!(s3
+        .head_object(&b, "aborted")
+        .await
+        .unwrap_err()
+        .is_not_found());
+}
+
+#[tokio::test]
+async fn empty_objects_and_buffers_too_small() {
+    let server = test_server();
+    let lib = lib();
+    let mut cfg = rdma_config(&server.url, &lib);
+    cfg.require_rdma = true;
+    let s3 = client(cfg);
+    let b = bucket("edges");
+    s3.create_bucket(&b).await.unwrap();
+    let mut mem = pattern(3, 1 << 20);
+    let reg = lib.register_host(&mut mem).unwrap();
+
+    // An empty object goes over HTTP (RDMA cannot move zero bytes).
+    let put = s3.put_object(&b, "empty", &reg, 0, 0).await.unwrap();
+    assert_eq!((put.path, put.bytes), (Path::Http, 0));
+    let got = s3.get_object(&b, "empty", &reg, 0, None).await.unwrap();
+    assert_eq!((got.path, got.bytes), (Path::Rdma, 0));
+
+    // An object larger than the room left in the buffer.
+    s3.put_object(&b, "mib", &reg, 0, 1 << 20).await.unwrap();
+    let e = s3.get_object(&b, "mib", &reg, 1, None).await.unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { .. }), "{e:?}");
+    let e = s3
+        .get_object(&b, "mib", &reg, 1, Some((0, 1 << 20)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::BufferTooSmall { needed: Some(n), .. } if n == (1 << 20) + 1),
+        "{e:?}"
+    );
+    // Arguments outside the buffer.
+    let e = s3.put_object(&b, "x", &reg, 1, 1 << 20).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    let e = s3
+        .get_object(&b, "mib", &reg, 1 << 20, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+}
+
+#[tokio::test]
+async fn declined_transfers_fall_back_to_http() {
+    let server = test_server();
+    let proxy = Proxy::start(
+        &server.url,
+        Behavior {
+            decline: true,
+            ..Default::default()
+        },
+    );
+    let lib = lib();
+    let mut cfg = rdma_config(&proxy.url, &lib);
+    cfg.part_size = 5 << 20;
+    let s3 = client(cfg.clone());
+    let b = bucket("declined");
+    s3.create_bucket(&b).await.unwrap();
+
+    let len = (2 << 20) + 5;
+    let data = pattern(4, len);
+    let mut src = data.clone();
+    let src = lib.register_host(&mut src).unwrap();
+    let put = s3.put_object(&b, "k", &src, 0, len).await.unwrap();
+    assert_eq!(put.path, Path::Http, "{put:?}");
+    assert!(
+        put.fallback_reason.as_deref().unwrap().contains("declined"),
+        "{put:?}"
+    );
+    let mut dst = vec![0u8; len];
+    let dst = lib.register_host(&mut dst).unwrap();
+    let got = s3.get_object(&b, "k", &dst, 0, None).await.unwrap();
+    assert_eq!((got.path, got.bytes), (Path::Http, len as u64), "{got:?}");
+    assert!(got.checksum_verified, "{got:?}");
+    assert_same("fallback GET", &contents(&dst, 0, len), &data);
+    let r = s3
+        .get_object(&b, "k", &dst, 0, Some((10, 19)))
+        .await
+        .unwrap();
+    assert_eq!((r.path, r.bytes), (Path::Http, 10));
+    assert_same("fallback range", &contents(&dst, 0, 10), &data[10..20]);
+    let seen = proxy.seen();
+    assert!(
+        seen.iter().filter(|t| !t.handshake).count() >= 3,
+        "{seen:?}"
+    );
+    // The handshakes went as HEADs, and were answered: the pair connected.
+    assert!(seen.iter().any(|t| t.handshake));
+    assert!(seen
+        .iter()
+        .filter(|t| t.handshake)
+        .all(|t| t.method == "HEAD"));
+    // A decline is about one request: the endpoint is not marked.
+    assert!(s3.no_rdma_remembered().is_none());
+
+    // Multipart whose parts are declined: every part over HTTP.
+    let big = 11 << 20;
+    let bigdata = pattern(5, big);
+    let mut bigmem = bigdata.clone();
+    let bigreg = lib.register_host(&mut bigmem).unwrap();
+    let put = s3.put_object(&b, "big", &bigreg, 0, big).await.unwrap();
+    assert_eq!((put.path, put.parts), (Path::Http, 3), "{put:?}");
+    let mut back = vec![0u8; big];
+    let back = lib.register_host(&mut back).unwrap();
+    let got = s3.get_object(&b, "big", &back, 0, None).await.unwrap();
+    assert_same("fallback multipart", &contents(&back, 0, big), &bigdata);
+
+    // require_rdma: an error, and the object is left as it was.
+    cfg.require_rdma = true;
+    let strict = client(cfg);
+    let e = strict.get_object(&b, "k", &dst, 0, None).await.unwrap_err();
+    assert!(matches!(e, Error::RdmaRequired { .. }), "{e:?}");
+    let other = pattern(6, len);
+    let mut other_mem = other.clone();
+    let other_reg = lib.register_host(&mut other_mem).unwrap();
+    let e = strict
+        .put_object(&b, "k", &other_reg, 0, len)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::RdmaRequired { .. }), "{e:?}");
+    let e = strict
+        .put_object(&b, "big", &bigreg, 0, big)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::RdmaRequired { .. }), "{e:?}");
+    let mut out = Vec::new();
+    s3.get_object_http(&b, "k", Selection::Whole, &mut out)
+        .await
+        .unwrap();
+    assert_same("unchanged after a refused PUT", &out, &data);
+    drop(got);
+}
+
+#[tokio::test]
+async fn a_server_without_rdma_is_served_over_http() {
+    let plain = PlainS3::start();
+    let lib = lib();
+    let mut cfg = rdma_config(&plain.url, &lib);
+    cfg.part_size = 5 << 20;
+    let s3 = client(cfg.clone());
+    let b = bucket("no-rdma");
+    s3.create_bucket(&b).await.unwrap();
+
+    let len = (1 << 20) + 3;
+    let data = pattern(7, len);
+    let mut src = data.clone();
+    let src = lib.register_host(&mut src).unwrap();
+    let put = s3.put_object(&b, "k", &src, 0, len).await.unwrap();
+    assert_eq!(put.path, Path::Http, "{put:?}");
+    assert!(
+        put.fallback_reason
+            .as_deref()
+            .unwrap()
+            .contains("x-amz-rdma-reply"),
+        "{put:?}"
+    );
+    // Learnt from the handshake, remembered for the endpoint.
+    assert!(s3.no_rdma_remembered().is_some());
+    let mut dst = vec![0u8; len];
+    let dst = lib.register_host(&mut dst).unwrap();
+    let got = s3.get_object(&b, "k", &dst, 0, None).await.unwrap();
+    assert_eq!((got.path, got.bytes), (Path::Http, len as u64), "{got:?}");
+    assert!(got.checksum_verified, "{got:?}");
+    assert!(got
+        .fallback_reason
+        .as_deref()
+        .unwrap()
+        .contains("remembered"));
+    assert_same("GET", &contents(&dst, 0, len), &data);
+    let r = s3
+        .get_object(&b, "k", &dst, 0, Some((5, 1004)))
+        .await
+        .unwrap();
+    assert_eq!((r.path, r.bytes), (Path::Http, 1000));
+    assert_same("range", &contents(&dst, 0, 1000), &data[5..1005]);
+
+    let big = (10 << 20) + 1;
+    let bigdata = pattern(8, big);
+    let mut bigmem = bigdata.clone();
+    let bigreg = lib.register_host(&mut bigmem).unwrap();
+    let put = s3.put_object(&b, "big", &bigreg, 0, big).await.unwrap();
+    assert_eq!((put.path, put.parts), (Path::Http, 3));
+    let mut back = Vec::new();
+    let got = s3
+        .get_object_http(&b, "big", Selection::Whole, &mut back)
+        .await
+        .unwrap();
+    assert_eq!(got.bytes, big as u64);
+    assert_same("multipart over HTTP", &back, &bigdata);
+
+    // require_rdma: refused, whether remembered or learnt again.
+    cfg.require_rdma = true;
+    let strict = client(cfg);
+    let e = strict.get_object(&b, "k", &dst, 0, None).await.unwrap_err();
+    assert!(matches!(e, Error::RdmaRequired { .. }), "{e:?}");
+    strict.forget_no_rdma();
+    let other = pattern(9, len);
+    let mut other_mem = other.clone();
+    let other_reg = lib.register_host(&mut other_mem).unwrap();
+    let e = strict
+        .put_object(&b, "k", &other_reg, 0, len)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::RdmaRequired { reason } if reason.contains("x-amz-rdma-reply")),
+        "{e:?}"
+    );
+    assert!(strict.no_rdma_remembered().is_some());
+    // Nothing was overwritten with nothing.
+    let mut out = Vec::new();
+    s3.get_object_http(&b, "k", Selection::Whole, &mut out)
+        .await
+        .unwrap();
+    assert_same("unchanged", &out, &data);
+}
+
+#[tokio::test]
+async fn the_gateway_in_front_of_s3s_fs_moves_by_rdma_and_corruption_is_caught() {
+    let plain = PlainS3::start();
+    let gw = gateway(&plain.url);
+    let lib = lib();
+    let mut cfg = rdma_config(&gw.url, &lib);
+    cfg.require_rdma = true;
+    cfg.part_size = 5 << 20;
+    let s3 = client(cfg);
+    let b = bucket("gateway");
+    s3.create_bucket(&b).await.unwrap();
+
+    let len = (2 << 20) + 77;
+    let data = pattern(10, len);
+    let mut src = data.clone();
+    let src = lib.register_host(&mut src).unwrap();
+    let put = s3.put_object(&b, "k", &src, 0, len).await.unwrap();
+    assert_eq!(put.path, Path::Rdma);
+    let mut dst = vec![0u8; 12 << 20];
+    let dst = lib.register_host(&mut dst).unwrap();
+    let got = s3.get_object(&b, "k", &dst, 0, None).await.unwrap();
+    assert_eq!((got.path, got.bytes), (Path::Rdma, len as u64));
+    assert!(got.checksum_verified, "{got:?}");
+    assert_same("GET through the gateway", &contents(&dst, 0, len), &data);
+    let r = s3
+        .get_object(&b, "k", &dst, 0, Some((100, 199)))
+        .await
+        .unwrap();
+    assert_eq!((r.path, r.bytes), (Path::Rdma, 100));
+    assert_same("range", &contents(&dst, 0, 100), &data[100..200]);
+    let big = (10 << 20) + 9;
+    let bigdata = pattern(11, big);
+    let mut bigmem = bigdata.clone();
+    let bigreg = lib.register_host(&mut bigmem).unwrap();
+    let put = s3.put_object(&b, "big", &bigreg, 0, big).await.unwrap();
+    assert_eq!((put.path, put.parts), (Path::Rdma, 3));
+    let got = s3.get_object(&b, "big", &dst, 0, None).await.unwrap();
+    assert_eq!((got.path, got.bytes), (Path::Rdma, big as u64));
+    assert_same(
+        "multipart via the gateway",
+        &contents(&dst, 0, big),
+        &bigdata,
+    );
+
+    // Corrupt the stored bytes (same length); the store still declares the
+    // checksum of the bytes that were PUT.
+    let file = plain.object_file(&b, "k");
+    let mut bytes = std::fs::read(&file).unwrap();
+    assert_same("stored", &bytes, &data);
+    bytes[len / 2] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+    let e = s3.get_object(&b, "k", &dst, 0, None).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::ChecksumMismatch { path: Path::Rdma, expected, .. } if *expected == hipobj_s3::crc64nvme(&data)),
+        "{e:?}"
+    );
+
+    // The same over plain HTTP, straight from the store.
+    let http_only = client(hipobj_s3::ClientConfig::new(&plain.url, AK, SK));
+    let e = http_only
+        .get_object(&b, "k", &dst, 0, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ChecksumMismatch {
+                path: Path::Http,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let mut out = Vec::new();
+    let e = http_only
+        .get_object_http(&b, "k", Selection::Whole, &mut out)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::ChecksumMismatch { .. }), "{e:?}");
+    // A range carries no checksum to compare with.
+    let r = http_only
+        .get_object(&b, "k", &dst, 0, Some((0, 9)))
+        .await
+        .unwrap();
+    assert_eq!(r.bytes, 10);
+}
+
+#[test]
+fn the_blocking_client() {
+    let server = test_server();
+    let lib = lib();
+    let mut cfg = rdma_config(&server.url, &lib);
+    cfg.require_rdma = true;
+    cfg.part_size = 5 << 20;
+    let s3 = hipobj_s3::blocking::S3Client::new(cfg).unwrap();
+    let b = bucket("blocking");
+    s3.create_bucket(&b).unwrap();
+    let len = (6 << 20) + 1;
+    let data = pattern(12, len);
+    let mut src = data.clone();
+    let src = lib.register_host(&mut src).unwrap();
+    let put = s3.put_object(&b, "k", &src, 0, len).unwrap();
+    assert_eq!((put.path, put.parts), (Path::Rdma, 2));
+    let mut dst = vec![0u8; len];
+    let dst = lib.register_host(&mut dst).unwrap();
+    let got = s3.get_object(&b, "k", &dst, 0, None).unwrap();
+    assert_eq!((got.path, got.bytes), (Path::Rdma, len as u64));
+    assert_same("blocking GET", &contents(&dst, 0, len), &data);
+    let mut out = Vec::new();
+    let h = s3
+        .get_object_http(&b, "k", Selection::Range { first: 0, last: 99 }, &mut out)
+        .unwrap();
+    assert_eq!((h.path, h.bytes), (Path::Http, 100));
+    assert_same("blocking HTTP range", &out, &data[..100]);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &data[..12345]).unwrap();
+    let p = s3.put_object_http_file(&b, "f", file.path()).unwrap();
+    assert_eq!(p.bytes, 12345);
+    assert_eq!(s3.head_object(&b, "f").unwrap().size, 12345);
+    let page = s3.list_objects_v2(&b, &ListOptions::default()).unwrap();
+    assert_eq!(page.objects.len(), 2);
+    s3.delete_object(&b, "f").unwrap();
+    assert!(s3.head_object(&b, "f").unwrap_err().is_not_found());
+}
+
+#[tokio::test]
+async fn parts_move_in_parallel_and_attempts_are_bounded() {
+    let server = test_server();
+    let lib = lib();
+    let b = bucket("parallel");
+
+    // Each transfer is held 300 ms by the proxy: parts in parallel overlap.
+    let slow = Proxy::start(
+        &server.url,
+        Behavior {
+            delay: std::time::Duration::from_millis(300),
+            ..Default::default()
+        },
+    );
+    let mut cfg = rdma_config(&slow.url, &lib);
+    cfg.require_rdma = true;
+    cfg.part_size = 5 << 20;
+    cfg.concurrency = 4;
+    let s3 = client(cfg);
+    s3.create_bucket(&b).await.unwrap();
+    let len = 4 * (5 << 20);
+    let data = pattern(13, len);
+    let mut src = data.clone();
+    let src = lib.register_host(&mut src).unwrap();
+    let put = s3.put_object(&b, "big", &src, 0, len).await.unwrap();
+    assert_eq!((put.path, put.parts), (Path::Rdma, 4));
+    let max = slow
+        .state
+        .max_in_flight
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(max >= 2, "parts did not overlap (at most {max} at once)");
+    // The RDMA requests' connections are bound to the token's NIC address.
+    let seen = slow.seen();
+    assert!(seen.iter().all(|t| t.peer.to_string() == "127.0.0.1"));
+    let gids: std::collections::HashSet<_> = seen
+        .iter()
+        .map(|t| hipobj_wire::Token::decode(&t.token).unwrap().client_ip())
+        .collect();
+    assert_eq!(gids.len(), 1, "{gids:?}");
+
+    // The first transfer answered 503: a second attempt with a new token.
+    let flaky = Proxy::start(
+        &server.url,
+        Behavior {
+            fail_first: 1,
+            ..Default::default()
+        },
+    );
+    let mut cfg = rdma_config(&flaky.url, &lib);
+    cfg.require_rdma = true;
+    let s3 = client(cfg.clone());
+    let put = s3.put_object(&b, "k", &src, 0, 1 << 20).await.unwrap();
+    assert_eq!((put.path, put.attempts), (Path::Rdma, 2), "{put:?}");
+    let transfers: Vec<_> = flaky
+        .seen()
+        .into_iter()
+        .filter(|t| !t.handshake)
+        .map(|t| t.token)
+        .collect();
+    // Each attempt is a transfer of its own through the library, which
+    // mints its token (the same value when it leases the same connected QP
+    // for the same bytes).
+    assert_eq!(transfers.len(), 2);
+    let mut dst = vec![0u8; 1 << 20];
+    let dst = lib.register_host(&mut dst).unwrap();
+    let got = s3.get_object(&b, "k", &dst, 0, None).await.unwrap();
+    assert_same(
+        "after a retry",
+        &contents(&dst, 0, 1 << 20),
+        &data[..1 << 20],
+    );
+    assert_eq!(got.path, Path::Rdma);
+
+    // Attempts are bounded: every attempt failing is the server's error,
+    // and no object is left.
+    let down = Proxy::start(
+        &server.url,
+        Behavior {
+            fail_first: usize::MAX,
+            ..Default::default()
+        },
+    );
+    let mut cfg = rdma_config(&down.url, &lib);
+    cfg.attempts = 3;
+    let s3 = client(cfg);
+    let e = s3.put_object(&b, "never", &src, 0, 4096).await.unwrap_err();
+    assert_eq!(
+        (e.status(), e.code()),
+        (Some(503), Some("SlowDown")),
+        "{e:?}"
+    );
+    assert_eq!(
+        down.state
+            .transfers
+            .load(std::sync::atomic::Ordering::SeqCst),
+        3
+    );
+    assert!(s3
+        .head_object(&b, "never")
+        .await
+        .unwrap_err()
+        .is_not_found());
+}
