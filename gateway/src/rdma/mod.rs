@@ -358,7 +358,10 @@ impl RdmaEngine {
         let op = classify(&parts.method, &parts.uri, &parts.headers);
         let span =
             tracing::info_span!("rdma", dialect, op = ?op, len = remote.len, token = %redacted);
-        async move {
+        let (engine, upstream, request_id_owned) =
+            (self.clone(), upstream.clone(), request_id.to_string());
+        let transfer = async move {
+            let request_id = request_id_owned;
             let pair = match &path {
                 Path::Rc(p) => Some(p.clone()),
                 Path::Dc { .. } => None,
@@ -372,15 +375,15 @@ impl RdmaEngine {
             };
             let result = match op {
                 Operation::GetObject => {
-                    get::run(self, parts, path, remote, upstream, request_id).await
+                    get::run(&engine, parts, path, remote, &upstream, &request_id).await
                 }
                 Operation::PutObject | Operation::UploadPart => {
-                    put::run(self, parts, path, remote, upstream, request_id).await
+                    put::run(&engine, parts, path, remote, &upstream, &request_id).await
                 }
                 Operation::Other => {
-                    return self.decline(
+                    return engine.decline(
                         "RDMA serves GetObject, PutObject and UploadPart only",
-                        request_id,
+                        &request_id,
                     )
                 }
             };
@@ -390,7 +393,7 @@ impl RdmaEngine {
                     // A failed transfer leaves the QP in ERR: the client reconnects.
                     if let Ok(a) = p.qp.query() {
                         if let Some(g) = a.ah_attr.grh {
-                            self.pairs.remove(g.dgid, a.dest_qp_num);
+                            engine.pairs.remove(g.dgid, a.dest_qp_num);
                         }
                     }
                 }
@@ -401,8 +404,17 @@ impl RdmaEngine {
             }
             result.unwrap_or_else(|r| r)
         }
-        .instrument(span)
-        .await
+        .instrument(span);
+        // The transfer runs in a task of its own, so that it is not
+        // cancelled with the request when the client's HTTP connection
+        // drops: dropped half-way, a PUT's body would end early but cleanly
+        // (the store keeping a truncated object), and work requests still in
+        // flight would outlive their staging buffers, back in the pool.
+        match tokio::spawn(transfer).await {
+            Ok(r) => r,
+            Err(e) => S3Error::internal(format!("the RDMA transfer task failed: {e}"))
+                .into_response(request_id),
+        }
     }
 
     fn handshake(&self, access_key: &str, t: &Token, request_id: &str) -> Response<Body> {

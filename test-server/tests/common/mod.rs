@@ -194,7 +194,9 @@ impl S3 {
             .pool_max_idle_per_host(0)
             .build_http();
         self.rt.block_on(async {
-            let resp = tokio::time::timeout(after, client.request(req)).await.ok()?;
+            let resp = tokio::time::timeout(after, client.request(req))
+                .await
+                .ok()?;
             let (parts, body) = resp.expect("HTTP request").into_parts();
             let body = body.collect().await.expect("HTTP body").to_bytes();
             Some(Answer {
@@ -352,7 +354,12 @@ pub fn xml_field(body: &[u8], tag: &str) -> Option<String> {
 #[track_caller]
 pub fn assert_error(a: &Answer, status: u16, code: &str, reply: Option<&str>, what: &str) {
     assert_eq!(a.status.as_u16(), status, "{what}: status ({})", a.text());
-    assert_eq!(a.code().as_deref(), Some(code), "{what}: code ({})", a.text());
+    assert_eq!(
+        a.code().as_deref(),
+        Some(code),
+        "{what}: code ({})",
+        a.text()
+    );
     assert_eq!(a.reply().as_deref(), reply, "{what}: x-amz-rdma-reply");
 }
 
@@ -360,8 +367,18 @@ pub fn assert_error(a: &Answer, status: u16, code: &str, reply: Option<&str>, wh
 #[track_caller]
 pub fn assert_absent(s3: &S3, path: &str) {
     let a = s3.get_plain(path);
-    assert_eq!(a.status.as_u16(), 404, "{path} should be absent: {} bytes there", a.body.len());
-    assert_eq!(a.code().as_deref(), Some("NoSuchKey"), "{path}: {}", a.text());
+    assert_eq!(
+        a.status.as_u16(),
+        404,
+        "{path} should be absent: {} bytes there",
+        a.body.len()
+    );
+    assert_eq!(
+        a.code().as_deref(),
+        Some("NoSuchKey"),
+        "{path}: {}",
+        a.text()
+    );
 }
 
 /// Asserts that a plain signed GET of `path` answers exactly `data`.
@@ -427,10 +444,16 @@ pub const CHILD_READY: &str = "HIPOBJ-TEST-CHILD-READY";
 /// test `entry` runs, with `role` and `env` in its environment.
 pub fn spawn_child(entry: &str, role: &str, env: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", entry, "--nocapture", "--ignored", "--test-threads=1"])
-        .env(CHILD_ROLE, role)
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::piped());
+    cmd.args([
+        "--exact",
+        entry,
+        "--nocapture",
+        "--ignored",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ROLE, role)
+    .env("RUST_LOG", "error")
+    .stdout(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }
