@@ -13,7 +13,10 @@ use http::Method;
 use std::time::{Duration, Instant};
 
 fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn rate(bytes: usize, d: Duration) -> f64 {
@@ -32,7 +35,10 @@ fn main() {
     let s3 = S3::new(&server.url);
     s3.create_bucket("bench");
     let lib = client();
-    println!("through hipobj-test-server at {}: {bytes} bytes, best of {runs}", server.url);
+    println!(
+        "through hipobj-test-server at {}: {bytes} bytes, best of {runs}",
+        server.url
+    );
 
     let mut mem = vec![0u8; bytes];
     hipobj_fabric::pattern::fill(1, 0, &mut mem);
@@ -52,15 +58,22 @@ fn main() {
     let (rdma_put, rdma_get) = {
         let buf = lib.register_host(&mut mem).unwrap();
         // Connect once so both sides' pairs are warm, as an application's would be.
-        buf.get(0, bytes, &mut RdmaOps::new(&s3, Method::GET, "/bench/plain")).unwrap();
+        buf.get(
+            0,
+            bytes,
+            &mut RdmaOps::new(&s3, Method::GET, "/bench/plain"),
+        )
+        .unwrap();
         let put = best(runs, || {
             let t = Instant::now();
-            buf.put(0, bytes, &mut RdmaOps::new(&s3, Method::PUT, "/bench/rdma")).unwrap();
+            buf.put(0, bytes, &mut RdmaOps::new(&s3, Method::PUT, "/bench/rdma"))
+                .unwrap();
             t.elapsed()
         });
         let get = best(runs, || {
             let t = Instant::now();
-            buf.get(0, bytes, &mut RdmaOps::new(&s3, Method::GET, "/bench/rdma")).unwrap();
+            buf.get(0, bytes, &mut RdmaOps::new(&s3, Method::GET, "/bench/rdma"))
+                .unwrap();
             t.elapsed()
         });
         (put, get)
@@ -86,17 +99,28 @@ fn main() {
     let mut mem = vec![0u8; big];
     {
         let buf = lib.register_host(&mut mem).unwrap();
-        buf.put(0, big, &mut RdmaOps::new(&s3, Method::PUT, "/bench/big")).unwrap();
+        buf.put(0, big, &mut RdmaOps::new(&s3, Method::PUT, "/bench/big"))
+            .unwrap();
         let after_put = server.peak_rss().unwrap_or(0);
         let t = Instant::now();
-        buf.get(0, big, &mut RdmaOps::new(&s3, Method::GET, "/bench/big")).unwrap();
+        buf.get(0, big, &mut RdmaOps::new(&s3, Method::GET, "/bench/big"))
+            .unwrap();
         let d = t.elapsed();
         let after_get = server.peak_rss().unwrap_or(0);
         println!();
         println!("| server peak RSS | MiB |");
         println!("|---|---|");
         println!("| after 1 GiB transfers | {} |", before >> 20);
-        println!("| after a {} GiB RDMA PUT | {} |", big >> 30, after_put >> 20);
-        println!("| after a {} GiB RDMA GET ({:.2} GiB/s) | {} |", big >> 30, rate(big, d), after_get >> 20);
+        println!(
+            "| after a {} GiB RDMA PUT | {} |",
+            big >> 30,
+            after_put >> 20
+        );
+        println!(
+            "| after a {} GiB RDMA GET ({:.2} GiB/s) | {} |",
+            big >> 30,
+            rate(big, d),
+            after_get >> 20
+        );
     }
 }
