@@ -36,6 +36,10 @@ const MAX_PARTS: usize = 10_000;
 /// RDMA, with plain-HTTP fallback. Cheap to clone (the clones share
 /// connections).
 ///
+/// Dropping a transfer's future before it completes waits (blocking) until
+/// the RDMA transfer in flight has ended, bounded by the timeouts: the
+/// server may still be writing or reading the buffer until then.
+///
 /// ```no_run
 /// use std::sync::Arc;
 /// use hipobj::{Config, Hipobj};
@@ -1407,6 +1411,19 @@ mod tests {
             5,
         );
         assert_eq!(out.object_size, Some(100));
+    }
+
+    /// The futures can be moved across threads (spawned, joined).
+    #[allow(dead_code)]
+    fn futures_are_send(s: &S3Client, reg: &Registered<'_, '_>) {
+        fn send<T: Send>(_: T) {}
+        send(s.get_object("b", "k", reg, 0, None));
+        send(s.put_object("b", "k", reg, 0, 1));
+        send(s.upload_part("b", "k", "u", 1, reg, 0, 1));
+        send(s.list_objects_v2("b", &ListOptions::default()));
+        send(s.put_object_http_file("b", "k", std::path::Path::new("f")));
+        let mut v = Vec::new();
+        send(s.get_object_http("b", "k", Selection::Whole, &mut v));
     }
 
     #[test]

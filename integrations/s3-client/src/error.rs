@@ -100,11 +100,13 @@ impl Error {
     }
 
     /// Whether another attempt may succeed: transport failures, timeouts,
-    /// 5xx answers and failures of the local RDMA connection.
+    /// 5xx answers, a server that still did not know the RDMA pair after
+    /// the library's reconnect (421), and failures of the local RDMA
+    /// connection.
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Transport(_) | Error::Timeout(_) => true,
-            Error::S3 { status, .. } => *status >= 500,
+            Error::S3 { status, .. } => *status >= 500 || *status == 421,
             Error::Library(e) => matches!(e.op, hipobj::OpError::RdmaError),
             _ => false,
         }
