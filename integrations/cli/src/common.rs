@@ -1,0 +1,129 @@
+//! What the S3 commands share: `s3://` URIs, the client library, clients,
+//! the progress bar.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use hipobj::{Config, Hipobj};
+use hipobj_s3::{ClientConfig, S3Client};
+
+use crate::aws::{self, ConnArgs};
+
+/// The NIC flag of the commands that move bytes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NicArgs {
+    /// The NIC the client library registers buffers with (soft0, soft:<ipv4>
+    /// for the software provider; mlx5_0, ... for hardware).
+    #[arg(long, env = "HIPOBJ_NIC", default_value = "soft0")]
+    pub nic: String,
+}
+
+/// `s3://bucket/key`: the bucket and the key (possibly empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Uri {
+    /// The bucket.
+    pub bucket: String,
+    /// The key, or the prefix; empty for the whole bucket.
+    pub key: String,
+}
+
+impl std::fmt::Display for S3Uri {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.key)
+    }
+}
+
+/// `None` when `s` is not an `s3://` URI; an error when it is one without a
+/// bucket.
+pub fn parse_s3_uri(s: &str) -> Option<anyhow::Result<S3Uri>> {
+    let rest = s
+        .strip_prefix("s3://")
+        .or_else(|| s.strip_prefix("S3://"))?;
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Some(Err(anyhow::anyhow!("{s:?} names no bucket")));
+    }
+    Some(Ok(S3Uri {
+        bucket: bucket.to_string(),
+        key: key.to_string(),
+    }))
+}
+
+/// An `s3://` URI, or an error saying one is expected.
+pub fn require_s3_uri(s: &str) -> anyhow::Result<S3Uri> {
+    match parse_s3_uri(s) {
+        Some(r) => r,
+        None => bail!("{s:?} is not an s3://bucket[/key] URI"),
+    }
+}
+
+/// The client library on `nic` (the software provider for `soft*` names,
+/// or with `HIPOBJ_PROVIDER=soft`).
+pub fn library(nic: &str) -> anyhow::Result<Arc<Hipobj>> {
+    let lib = Hipobj::new(&Config::with_nic(nic))
+        .with_context(|| format!("starting the client library on NIC {nic}"))?;
+    Ok(Arc::new(lib))
+}
+
+/// A client configuration from the resolved flags, environment and files.
+pub fn client_config(conn: &ConnArgs) -> anyhow::Result<ClientConfig> {
+    let r = aws::resolve(conn)?;
+    let mut cfg = ClientConfig::new(r.endpoint, r.access_key, r.secret_key);
+    cfg.region = r.region;
+    Ok(cfg)
+}
+
+/// A client of `cfg`.
+pub fn client(cfg: ClientConfig) -> anyhow::Result<S3Client> {
+    S3Client::new(cfg).map_err(anyhow::Error::new)
+}
+
+/// A byte progress bar on stderr when it is a terminal, else a hidden one.
+pub fn progress(total: u64) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(total);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40.cyan/blue} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+    ) {
+        pb.set_style(style);
+    }
+    pb
+}
+
+/// The path of several transfers together.
+pub fn join_paths(a: Option<hipobj_s3::Path>, b: hipobj_s3::Path) -> hipobj_s3::Path {
+    match a {
+        None => b,
+        Some(a) if a == b => a,
+        Some(_) => hipobj_s3::Path::Mixed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris() {
+        let u = parse_s3_uri("s3://b/dir/k").unwrap().unwrap();
+        assert_eq!((u.bucket.as_str(), u.key.as_str()), ("b", "dir/k"));
+        let u = parse_s3_uri("s3://b").unwrap().unwrap();
+        assert_eq!((u.bucket.as_str(), u.key.as_str()), ("b", ""));
+        assert_eq!(u.to_string(), "s3://b/");
+        assert!(parse_s3_uri("s3://").unwrap().is_err());
+        assert!(parse_s3_uri("s3:///k").unwrap().is_err());
+        assert!(parse_s3_uri("./file").is_none());
+        assert!(parse_s3_uri("/tmp/s3://x").is_none());
+    }
+
+    #[test]
+    fn paths() {
+        use hipobj_s3::Path;
+        assert_eq!(join_paths(None, Path::Rdma), Path::Rdma);
+        assert_eq!(join_paths(Some(Path::Rdma), Path::Rdma), Path::Rdma);
+        assert_eq!(join_paths(Some(Path::Rdma), Path::Http), Path::Mixed);
+    }
+}
