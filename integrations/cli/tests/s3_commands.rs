@@ -1,0 +1,567 @@
+//! The S3 commands of the real `hipobj` binary: `cp` both ways by RDMA
+//! against `hipobj-test-server` (compared with `cmp`), `ls`/`rm`/`mb`, the
+//! AWS config files, exit status 3 for `--require-rdma` against a server
+//! without RDMA (s3s-fs), `bench --json`, and `hipobj demo` exactly as the
+//! README shows it.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+const AK: &str = "hipobj-test-key";
+const SK: &str = "hipobj-test-secret";
+
+/// A workspace binary next to this test executable
+/// (`target/<profile>/deps/<test>` → `target/<profile>/<name>`). `cargo
+/// test --workspace` builds it; alone, this package's tests need
+/// `cargo build -p hipobj-test-server` first.
+fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps");
+    let bin = dir.join(name);
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first (`cargo build -p {name}`), or run `cargo test --workspace`",
+        bin.display()
+    );
+    bin
+}
+
+/// A server process: SIGTERM on drop (so it removes its temporary store),
+/// SIGKILL if it does not stop.
+struct Proc {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) on our own child's pid; no memory is involved.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        for _ in 0..50 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `hipobj-test-server 0` on the software provider, with its default
+/// staging pool (see `cp_with_a_contended_staging_pool` for why).
+fn test_server(extra: &[&str]) -> Proc {
+    let mut child = Command::new(workspace_bin("hipobj-test-server"))
+        .args(["0", "--rdma-device", "soft0"])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start hipobj-test-server");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().rsplit(' ').next().unwrap_or("").to_string();
+    assert!(url.starts_with("http://"), "unexpected first line {line:?}");
+    Proc { child, url }
+}
+
+/// s3s-fs on loopback in this process: an S3 server without RDMA (it
+/// ignores `x-amz-rdma-token`).
+struct PlainS3 {
+    rt: Option<tokio::runtime::Runtime>,
+    _dir: tempfile::TempDir,
+    url: String,
+}
+
+impl Drop for PlainS3 {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl PlainS3 {
+    fn start() -> PlainS3 {
+        use hyper_util::rt::{TokioExecutor, TokioIo};
+        use hyper_util::server::conn::auto::Builder as ConnBuilder;
+        use s3s::auth::SimpleAuth;
+        use s3s::service::S3ServiceBuilder;
+
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let fs = s3s_fs::FileSystem::new(dir.path()).unwrap();
+        let mut builder = S3ServiceBuilder::new(fs);
+        builder.set_auth(SimpleAuth::from_single(AK, SK));
+        let service = builder.build();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr: SocketAddr = l.local_addr().unwrap();
+        let listener = {
+            let _g = rt.enter();
+            tokio::net::TcpListener::from_std(l).unwrap()
+        };
+        rt.spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let service = service.clone();
+                tokio::spawn(async move {
+                    let _ = ConnBuilder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(socket), service)
+                        .await;
+                });
+            }
+        });
+        PlainS3 {
+            rt: Some(rt),
+            _dir: dir,
+            url: format!("http://{addr}"),
+        }
+    }
+}
+
+/// Runs `hipobj` with the endpoint and test credentials in the
+/// environment, and a home without AWS files.
+fn hipobj_at(url: &str, home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hipobj"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("AWS_ENDPOINT_URL", url)
+        .env("AWS_ACCESS_KEY_ID", AK)
+        .env("AWS_SECRET_ACCESS_KEY", SK)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run hipobj")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Asserts success and returns stdout.
+#[track_caller]
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// Deterministic, incompressible bytes.
+fn write_pattern(path: &Path, len: usize, seed: u64) {
+    let mut v = Vec::with_capacity(len + 8);
+    let mut x = seed | 1;
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    std::fs::write(path, v).unwrap();
+}
+
+/// `cmp A B`, the real command.
+#[track_caller]
+fn assert_cmp(a: &Path, b: &Path) {
+    let out = Command::new("cmp").arg(a).arg(b).output().expect("run cmp");
+    assert!(
+        out.status.success(),
+        "cmp {} {}: {}{}",
+        a.display(),
+        b.display(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn cp_a_100_mib_file_both_ways_by_rdma() {
+    let server = test_server(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let src = home.join("big.bin");
+    write_pattern(&src, 100 << 20, 1);
+    let h = |args: &[&str]| hipobj_at(&server.url, home, args);
+    ok(h(&["mb", "s3://cp-test"]));
+
+    let s = src.to_str().unwrap();
+    let up = ok(h(&[
+        "cp",
+        s,
+        "s3://cp-test/big.bin",
+        "--part-size",
+        "32MiB",
+        "--require-rdma",
+    ]));
+    assert!(up.contains("104857600 bytes"), "{up}");
+    assert!(up.contains("4 parts"), "{up}");
+    assert!(up.trim_end().ends_with("path: rdma"), "{up}");
+
+    let back = home.join("back.bin");
+    let b = back.to_str().unwrap();
+    let down = ok(h(&[
+        "cp",
+        "s3://cp-test/big.bin",
+        b,
+        "--part-size",
+        "32MiB",
+        "--require-rdma",
+    ]));
+    assert!(down.contains("104857600 bytes"), "{down}");
+    assert!(down.contains("4 parts"), "{down}");
+    assert!(down.trim_end().ends_with("path: rdma"), "{down}");
+    assert_cmp(&src, &back);
+
+    // One buffer for the whole object, into a directory.
+    let dir = home.join("dl");
+    std::fs::create_dir(&dir).unwrap();
+    let one = ok(h(&[
+        "cp",
+        "s3://cp-test/big.bin",
+        dir.to_str().unwrap(),
+        "--part-size",
+        "128MiB",
+        "--require-rdma",
+    ]));
+    assert!(one.contains("1 part,"), "{one}");
+    assert!(one.trim_end().ends_with("path: rdma"), "{one}");
+    assert_cmp(&src, &dir.join("big.bin"));
+    // Nothing but the copies was left behind.
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["big.bin"]);
+}
+
+/// A 100 MiB upload in 32 MiB parts, 4 at once, against a test server whose
+/// staging pool (8 × 8 MiB) is smaller than the parts in flight.
+///
+/// Ignored: the gateway's RDMA PUT loses a chunk when a transfer waits for
+/// a staging buffer (`StagingPool::acquire_for` retires the oldest work
+/// request and drops its bytes; `put::read_all` then ends the upstream body
+/// short without verifying the checksum), and answers 200 with a short
+/// object. Remove the `ignore` once that is fixed.
+#[test]
+#[ignore = "gateway bug: a contended staging pool stores short parts"]
+fn cp_with_a_contended_staging_pool() {
+    let server = test_server(&["--staging-buffers", "8"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let src = home.join("big.bin");
+    write_pattern(&src, 100 << 20, 2);
+    let h = |args: &[&str]| hipobj_at(&server.url, home, args);
+    ok(h(&["mb", "s3://contended"]));
+    ok(h(&[
+        "cp",
+        src.to_str().unwrap(),
+        "s3://contended/big",
+        "--part-size",
+        "32MiB",
+        "--require-rdma",
+    ]));
+    let back = home.join("back.bin");
+    ok(h(&[
+        "cp",
+        "s3://contended/big",
+        back.to_str().unwrap(),
+        "--require-rdma",
+    ]));
+    assert_cmp(&src, &back);
+}
+
+#[test]
+fn ls_rm_mb_and_the_aws_config_files() {
+    let server = test_server(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let h = |args: &[&str]| hipobj_at(&server.url, home, args);
+    let f = home.join("small.txt");
+    std::fs::write(&f, b"hello").unwrap();
+    let f = f.to_str().unwrap();
+
+    assert_eq!(
+        ok(h(&["mb", "s3://ls-test"])).trim(),
+        "make_bucket: ls-test"
+    );
+    let again = h(&["mb", "s3://ls-test"]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
+    ok(h(&["cp", f, "s3://ls-test/dir/a.txt"]));
+    ok(h(&["cp", f, "s3://ls-test/dir/sub/b.txt"]));
+    // A key ending in / takes the file's name.
+    ok(h(&["cp", f, "s3://ls-test/"]));
+
+    let buckets = ok(h(&["ls"]));
+    assert!(
+        buckets.lines().any(|l| l.ends_with(" ls-test")),
+        "{buckets}"
+    );
+    let top = ok(h(&["ls", "s3://ls-test"]));
+    let lines: Vec<_> = top
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .collect();
+    assert_eq!(lines.len(), 2, "{top}");
+    assert_eq!(lines[0], ["PRE", "dir/"], "{top}");
+    assert_eq!(lines[1][1..], ["5", "small.txt"], "{top}");
+    let dir = ok(h(&["ls", "s3://ls-test/dir/"]));
+    assert!(
+        dir.contains(" dir/a.txt") && dir.contains("PRE dir/sub/"),
+        "{dir}"
+    );
+    let all = ok(h(&["ls", "--recursive", "s3://ls-test"]));
+    let keys: Vec<_> = all
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(keys, ["dir/a.txt", "dir/sub/b.txt", "small.txt"], "{all}");
+
+    assert_eq!(
+        ok(h(&[
+            "rm",
+            "s3://ls-test/small.txt",
+            "s3://ls-test/dir/a.txt"
+        ]))
+        .trim(),
+        "delete: s3://ls-test/small.txt\ndelete: s3://ls-test/dir/a.txt"
+    );
+    let all = ok(h(&["ls", "-r", "s3://ls-test"]));
+    let keys: Vec<_> = all
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(keys, ["dir/sub/b.txt"], "{all}");
+    let bad = h(&["rm", "s3://ls-test"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    let bad = h(&["ls", "/not/s3"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+
+    // Endpoint, credentials and region from ~/.aws, profile by --profile.
+    let aws = home.join(".aws");
+    std::fs::create_dir(&aws).unwrap();
+    std::fs::write(
+        aws.join("credentials"),
+        format!("[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n[t]\naws_access_key_id = {AK}\naws_secret_access_key = {SK}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        aws.join("config"),
+        format!(
+            "[profile t]\nregion = us-east-1\nendpoint_url = {}\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let from_files = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hipobj"))
+            .args(args)
+            .env_clear()
+            .env("HOME", home)
+            .output()
+            .unwrap()
+    };
+    let listed = ok(from_files(&["ls", "--profile", "t", "s3://ls-test", "-r"]));
+    assert!(listed.contains("dir/sub/b.txt"), "{listed}");
+    // The default profile's keys are wrong: the server refuses them.
+    let refused = from_files(&["ls", "--endpoint", &server.url, "s3://ls-test"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("403"),
+        "{}",
+        text(&refused.stderr)
+    );
+    // No endpoint anywhere: a usage error.
+    let none = Command::new(env!("CARGO_BIN_EXE_hipobj"))
+        .args(["ls"])
+        .env_clear()
+        .env("HOME", tmp.path().join("nowhere"))
+        .output()
+        .unwrap();
+    assert_eq!(none.status.code(), Some(2));
+    assert!(
+        text(&none.stderr).contains("no endpoint"),
+        "{}",
+        text(&none.stderr)
+    );
+}
+
+#[test]
+fn require_rdma_without_rdma_exits_with_status_3() {
+    let plain = PlainS3::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let h = |args: &[&str]| hipobj_at(&plain.url, home, args);
+    let src = home.join("f.bin");
+    write_pattern(&src, 3 << 20, 3);
+    let s = src.to_str().unwrap();
+    ok(h(&["mb", "s3://plain"]));
+
+    let out = h(&["cp", s, "s3://plain/f", "--require-rdma"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("RDMA required"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    // Nothing was stored.
+    assert!(ok(h(&["ls", "s3://plain"])).trim().is_empty());
+
+    // Without it, the copy falls back to plain HTTP and says so.
+    let up = ok(h(&["cp", s, "s3://plain/f"]));
+    assert!(up.trim_end().ends_with("path: http"), "{up}");
+
+    let dst = home.join("back.bin");
+    let d = dst.to_str().unwrap();
+    let out = h(&["cp", "s3://plain/f", d, "--require-rdma"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(!dst.exists());
+    let leftovers: Vec<_> = std::fs::read_dir(home)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".part"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    let down = ok(h(&["cp", "s3://plain/f", d]));
+    assert!(down.trim_end().ends_with("path: http"), "{down}");
+    assert_cmp(&src, &dst);
+}
+
+#[test]
+fn bench_prints_json_and_a_table() {
+    let server = test_server(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let h = |args: &[&str]| hipobj_at(&server.url, tmp.path(), args);
+    let out = ok(h(&[
+        "bench",
+        "--endpoint",
+        &server.url,
+        "--sizes",
+        "4KiB,64KiB",
+        "--concurrency",
+        "2",
+        "--count",
+        "4",
+        "--json",
+    ]));
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["concurrency"], 2);
+    assert_eq!(doc["count"], 4);
+    let rows = doc["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 8, "{out}");
+    for size in [4096, 65536] {
+        for op in ["put", "get"] {
+            for path in ["rdma", "http"] {
+                let r = rows
+                    .iter()
+                    .find(|r| r["size"] == size && r["op"] == op && r["path"] == path)
+                    .unwrap_or_else(|| panic!("no row {size} {op} {path}: {out}"));
+                assert_eq!(r["ops"], 4, "{r}");
+                assert_eq!(r["errors"], 0, "{r}");
+                assert_eq!(r["bytes"], 4 * size, "{r}");
+                assert!(r["throughput_mib_s"].as_f64().unwrap() > 0.0, "{r}");
+                assert!(r["p50_ms"].as_f64().unwrap() <= r["p99_ms"].as_f64().unwrap());
+            }
+        }
+    }
+
+    let table = ok(h(&[
+        "bench",
+        "--sizes",
+        "4KiB",
+        "--concurrency",
+        "1",
+        "--duration",
+        "200ms",
+    ]));
+    let lines: Vec<_> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(
+        lines[0].contains("rdma MiB/s") && lines[0].contains("http MiB/s"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with("4 KiB") && lines[1].contains("PUT"),
+        "{table}"
+    );
+    assert!(
+        lines[2].starts_with("4 KiB") && lines[2].contains("GET"),
+        "{table}"
+    );
+}
+
+/// The README's first command, run as the README shows it (`cargo run` is
+/// not usable inside a test: the same arguments go to the built binary).
+#[test]
+fn demo_as_the_readme_shows_it() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README.md");
+    let first = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("```sh"))
+        .nth(1)
+        .expect("a first command");
+    let cmd = first.split('#').next().unwrap().trim();
+    assert_eq!(cmd, "cargo run --release -p hipobj-cli -- demo");
+    let args: Vec<&str> = cmd
+        .split_once(" -- ")
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hipobj"))
+        .args(&args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", tmp.path())
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    let stdout = ok(out);
+    for want in [
+        "hipobj demo: test server on http://127.0.0.1:",
+        "PUT s3://demo/object: 67108864 bytes (64 MiB) from a registered buffer by rdma",
+        "GET s3://demo/object: 67108864 bytes into another registered buffer by rdma",
+        "bytes match: 67108864 of 67108864",
+        "rdma MiB/s",
+        "http MiB/s",
+        "demo: OK",
+    ] {
+        assert!(stdout.contains(want), "{want:?} missing from:\n{stdout}");
+    }
+    // The comparison table: 1 MiB and 64 MiB, PUT and GET, no errors.
+    let rows: Vec<_> = stdout
+        .lines()
+        .filter(|l| l.contains(" PUT ") || l.contains(" GET "))
+        .filter(|l| !l.starts_with("PUT") && !l.starts_with("GET"))
+        .collect();
+    assert_eq!(rows.len(), 4, "{stdout}");
+    assert!(!stdout.contains("errors:"), "{stdout}");
+    // The temporary store is gone.
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
