@@ -4,6 +4,18 @@
 
 use crate::config::{KeyPair, RdmaConfig};
 
+/// The `--help` epilogue of both binaries: the unauthenticated endpoints
+/// and logging.
+pub const AFTER_HELP: &str = "\
+Unauthenticated endpoints (GET without Authorization and without a query; signed, \
+these paths are S3 requests):
+  /health/live    200 while the process serves
+  /health/ready   200 when the store answers and the RDMA port is active, else 503 (also /health)
+  /metrics        Prometheus metrics
+
+Logs go to stderr, filtered by RUST_LOG (default info, e.g. RUST_LOG=hipobj_gateway=debug).
+See docs/configuration.md.";
+
 /// Flags common to `hipobj-gateway` and `hipobj-test-server`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
@@ -32,6 +44,18 @@ pub struct CommonArgs {
     /// memory: 256 MiB by default).
     #[arg(long, env = "HIPOBJ_STAGING_BUFFERS", default_value_t = 32)]
     pub staging_buffers: usize,
+    /// Log format on stderr (the filter is RUST_LOG, default `info`).
+    #[arg(long, env = "HIPOBJ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 impl CommonArgs {
@@ -54,14 +78,17 @@ impl CommonArgs {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
-pub fn init_tracing() {
-    tracing_subscriber::fmt()
+/// Logs to stderr in `format`, filtered by `RUST_LOG` (default `info`).
+pub fn init_tracing(format: LogFormat) {
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
 }
 
 /// Ctrl-C or SIGTERM: stop accepting, and finish what is in flight.

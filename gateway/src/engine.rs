@@ -42,6 +42,7 @@ pub struct Engine {
 impl Engine {
     /// Builds the engine: the store, the RDMA device and the staging pool.
     pub fn new(cfg: &EngineConfig) -> Result<Engine, StartError> {
+        crate::metrics::install();
         let upstream = upstream::build(&cfg.upstream, &cfg.region)?;
         let rdma = Arc::new(RdmaEngine::open(&cfg.rdma, DEFAULT_DC_KEY)?);
         Ok(Engine {
@@ -68,16 +69,23 @@ impl Engine {
     pub async fn handle(&self, req: Request<Body>) -> Response<Body> {
         let request_id = request_id();
         let (parts, body) = req.into_parts();
-        if parts.uri.path() == "/health"
-            && parts.method == http::Method::GET
+        // Unauthenticated operational endpoints; signed, these paths are S3
+        // requests for the buckets "health" and "metrics".
+        if parts.method == http::Method::GET
             && !parts.headers.contains_key(http::header::AUTHORIZATION)
             && parts.uri.query().is_none()
         {
-            return health(self).await;
+            match parts.uri.path() {
+                "/health" | "/health/ready" => return health(self).await,
+                "/health/live" => return live(),
+                "/metrics" => return crate::metrics::render(self),
+                _ => {}
+            }
         }
         let verified = match auth::verify(&parts, &self.creds, &self.auth, SystemTime::now()) {
             Ok(v) => v,
             Err(e) => {
+                crate::metrics::auth_failure(e.code());
                 tracing::info!(method = %parts.method, path = parts.uri.path(), code = e.code(), "authentication failed");
                 return S3Error::new(e.status(), e.code(), e.to_string())
                     .into_response(&request_id);
@@ -95,9 +103,16 @@ impl Engine {
                     .serve(&verified.access_key, parts, &t, &self.upstream, &request_id)
                     .await
             }
-            Some(Err(_)) => S3Error::invalid_token("x-amz-rdma-token is not ASCII".to_string())
-                .into_response(&request_id),
+            Some(Err(_)) => {
+                let op = crate::metrics::s3_operation(&parts.method, &parts.uri, &parts.headers);
+                crate::metrics::request(op, crate::metrics::PATH_RDMA);
+                crate::metrics::rdma_failure("InvalidRDMAToken");
+                S3Error::invalid_token("x-amz-rdma-token is not ASCII".to_string())
+                    .into_response(&request_id)
+            }
             None => {
+                let op = crate::metrics::s3_operation(&parts.method, &parts.uri, &parts.headers);
+                crate::metrics::request(op, crate::metrics::PATH_HTTP);
                 let payload = match &verified.body {
                     BodyMode::Sha256(h) => Payload::Sha256(h.clone()),
                     _ => Payload::Unsigned,
@@ -121,6 +136,18 @@ impl Engine {
     }
 }
 
+/// Liveness: the process serves requests.
+fn live() -> Response<Body> {
+    let mut r = Response::new(Body::from("{\"status\":\"ok\"}\n"));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Readiness (`/health/ready`, and `/health` as before): 200 when the store
+/// answers and the RDMA device's port is active, 503 otherwise.
 async fn health(engine: &Engine) -> Response<Body> {
     let store = engine.upstream.ready().await;
     let rdma = engine.rdma.ready();

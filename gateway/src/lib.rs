@@ -11,6 +11,7 @@ pub mod checksum;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod metrics;
 pub mod proxy;
 pub mod rdma;
 pub mod s3err;

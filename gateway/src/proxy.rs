@@ -92,6 +92,7 @@ pub async fn forward(
     decoded_length: Option<u64>,
     payload: Payload,
 ) -> Result<Response<Body>, S3Error> {
+    let op = crate::metrics::s3_operation(&parts.method, &parts.uri, &parts.headers);
     let mut headers = forwardable_headers(&parts.headers);
     if let Some(len) = decoded_length {
         headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
@@ -109,7 +110,7 @@ pub async fn forward(
     *req.version_mut() = Version::HTTP_11;
     *req.headers_mut() = headers;
 
-    let sent = upstream.send(req, payload).await;
+    let sent = crate::metrics::upstream(op, upstream.send(req, payload)).await;
     if let Some(e) = failure.take() {
         match &sent {
             Ok(resp) if resp.status().is_success() => {

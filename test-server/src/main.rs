@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// The reference RDMA S3 server for tests and for other implementations.
 #[derive(Debug, Parser)]
-#[command(name = "hipobj-test-server", version)]
+#[command(name = "hipobj-test-server", version, after_help = cli::AFTER_HELP)]
 struct Args {
     /// Port to listen on (0 picks a free one; the first line printed says which).
     #[arg(default_value_t = 9000, env = "HIPOBJ_TEST_SERVER_PORT")]
@@ -27,8 +27,8 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    cli::init_tracing();
     let a = Args::parse();
+    cli::init_tracing(a.common.log_format);
     let (upstream, tmp) = engine::embedded(None)?;
     let cfg = EngineConfig {
         listen: SocketAddr::new(a.addr, a.port),

@@ -16,7 +16,7 @@ use std::time::Duration;
 /// proxies every other request to the store; every request is checked with
 /// SigV4 on the way in and signed again on the way out.
 #[derive(Debug, Parser)]
-#[command(name = "hipobj-gateway", version)]
+#[command(name = "hipobj-gateway", version, after_help = cli::AFTER_HELP)]
 struct Args {
     /// Address to listen on.
     #[arg(long, env = "HIPOBJ_LISTEN", default_value = "127.0.0.1:9000")]
@@ -45,8 +45,8 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    cli::init_tracing();
     let a = Args::parse();
+    cli::init_tracing(a.common.log_format);
     let (upstream, _tmp) = match &a.upstream {
         Some(endpoint) => {
             let credentials = KeyPair {

@@ -21,6 +21,7 @@ pub(crate) const EMPTY_SHA256: &str =
 type Answer = Result<Response<Body>, Response<Body>>;
 
 fn fail(e: S3Error, reply: &str, request_id: &str) -> Response<Body> {
+    crate::metrics::rdma_failure(e.code);
     with_reply(e.into_response(request_id), reply)
 }
 
@@ -51,13 +52,14 @@ pub(super) async fn run(
     let req = req
         .body(Body::empty())
         .map_err(|e| fail(S3Error::internal(e.to_string()), "500", request_id))?;
-    let resp = upstream
-        .send(req, Payload::Sha256(EMPTY_SHA256.to_string()))
+    let sent = upstream.send(req, Payload::Sha256(EMPTY_SHA256.to_string()));
+    let resp = crate::metrics::upstream("GetObject", sent)
         .await
         .map_err(|e| fail(S3Error::bad_gateway(e.to_string()), "502", request_id))?;
     let status = resp.status();
     if !status.is_success() {
         // The store's own answer (NoSuchKey, InvalidRange, ...), with its status as the reply.
+        crate::metrics::rdma_failure("StoreError");
         let code = status.as_u16().to_string();
         return Err(with_reply(resp, &code));
     }

@@ -47,6 +47,18 @@ pub enum Operation {
     Other,
 }
 
+impl Operation {
+    /// Its S3 name (`Other` for the rest), as metrics label it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::GetObject => "GetObject",
+            Operation::PutObject => "PutObject",
+            Operation::UploadPart => "UploadPart",
+            Operation::Other => "Other",
+        }
+    }
+}
+
 /// Classifies a path-style request.
 pub fn classify(method: &http::Method, uri: &http::Uri, headers: &http::HeaderMap) -> Operation {
     let path = uri.path().trim_start_matches('/');
@@ -254,10 +266,15 @@ impl RdmaEngine {
         request_id: &str,
     ) -> Response<Body> {
         let redacted = hipobj_wire::redacted(token);
+        crate::metrics::request(
+            crate::metrics::s3_operation(&parts.method, &parts.uri, &parts.headers),
+            crate::metrics::PATH_RDMA,
+        );
         let detected = match detect(token) {
             Ok(d) => d,
             Err(e) => {
                 tracing::info!(token = %redacted, error = %e, "invalid RDMA token");
+                crate::metrics::rdma_failure("InvalidRDMAToken");
                 return S3Error::invalid_token(e.to_string()).into_response(request_id);
             }
         };
@@ -268,6 +285,7 @@ impl RdmaEngine {
             TokenValue::HipObj(t) if t.transport == Transport::Rc => {
                 match self.pairs.get(t.gid, t.qp_num) {
                     None => {
+                        crate::metrics::rdma_fallback("reconnect");
                         return with_reply(
                         S3Error::new(
                             StatusCode::MISDIRECTED_REQUEST,
@@ -279,6 +297,7 @@ impl RdmaEngine {
                     );
                     }
                     Some(p) if p.access_key != access_key => {
+                        crate::metrics::rdma_failure("AccessDenied");
                         return with_reply(
                             S3Error::access_denied(
                                 "the RDMA connection belongs to another access key".to_string(),
@@ -316,13 +335,18 @@ impl RdmaEngine {
                         "hipobj-dc",
                     ),
                     Err(e) => {
-                        return self.decline(&format!("DC is not available here: {e}"), request_id)
+                        return self.decline(
+                            "dc_unavailable",
+                            &format!("DC is not available here: {e}"),
+                            request_id,
+                        )
                     }
                 }
             }
             TokenValue::CuObj(d) => {
                 let Some(gid) = d.gid else {
                     return self.decline(
+                        "cuobj_without_gid",
                         "a cuObject descriptor without a GID cannot be reached on RoCE",
                         request_id,
                     );
@@ -344,7 +368,11 @@ impl RdmaEngine {
                         "cuobj-dc",
                     ),
                     Err(e) => {
-                        return self.decline(&format!("DC is not available here: {e}"), request_id)
+                        return self.decline(
+                            "dc_unavailable",
+                            &format!("DC is not available here: {e}"),
+                            request_id,
+                        )
                     }
                 }
             }
@@ -373,6 +401,7 @@ impl RdmaEngine {
                 }
                 None => None,
             };
+            let start = std::time::Instant::now();
             let result = match op {
                 Operation::GetObject => {
                     get::run(&engine, parts, path, remote, &upstream, &request_id).await
@@ -382,11 +411,13 @@ impl RdmaEngine {
                 }
                 Operation::Other => {
                     return engine.decline(
+                        "operation",
                         "RDMA serves GetObject, PutObject and UploadPart only",
                         &request_id,
                     )
                 }
             };
+            crate::metrics::rdma_transfer(op.name(), start.elapsed(), result.is_ok());
             if let Some(p) = &pair {
                 p.touch();
                 if !matches!(p.qp.state(), Ok(QpState::Rts)) {
@@ -412,8 +443,11 @@ impl RdmaEngine {
         // flight would outlive their staging buffers, back in the pool.
         match tokio::spawn(transfer).await {
             Ok(r) => r,
-            Err(e) => S3Error::internal(format!("the RDMA transfer task failed: {e}"))
-                .into_response(request_id),
+            Err(e) => {
+                crate::metrics::rdma_failure("InternalError");
+                S3Error::internal(format!("the RDMA transfer task failed: {e}"))
+                    .into_response(request_id)
+            }
         }
     }
 
@@ -428,6 +462,7 @@ impl RdmaEngine {
             .connect(&self.device, &self.pd, access_key, client, &self.params)
         {
             Ok(pair) => {
+                crate::metrics::handshake("ok");
                 let server = Token {
                     transport: Transport::Rc,
                     qp_num: pair.qp.qp_num(),
@@ -453,19 +488,26 @@ impl RdmaEngine {
                 set_request_id(&mut r, request_id);
                 r
             }
-            Err(e @ (pairs::PairError::PerKey(_) | pairs::PairError::Total(_))) => with_reply(
-                S3Error::pool_timeout(e.to_string()).into_response(request_id),
-                "503",
-            ),
-            Err(e) => with_reply(
-                S3Error::transfer_failed(e.to_string()).into_response(request_id),
-                "500",
-            ),
+            Err(e @ (pairs::PairError::PerKey(_) | pairs::PairError::Total(_))) => {
+                crate::metrics::handshake("limit");
+                with_reply(
+                    S3Error::pool_timeout(e.to_string()).into_response(request_id),
+                    "503",
+                )
+            }
+            Err(e) => {
+                crate::metrics::handshake("error");
+                with_reply(
+                    S3Error::transfer_failed(e.to_string()).into_response(request_id),
+                    "500",
+                )
+            }
         }
     }
 
-    fn decline(&self, why: &str, request_id: &str) -> Response<Body> {
+    fn decline(&self, reason: &'static str, why: &str, request_id: &str) -> Response<Body> {
         tracing::info!(why, "RDMA declined");
+        crate::metrics::rdma_declined(reason);
         with_reply(
             S3Error::rdma_declined(why.to_string()).into_response(request_id),
             "501",

@@ -154,12 +154,21 @@ impl Mover {
                 .and_then(|r| r.ok())
                 .flatten();
         match wc {
-            Some(wc) if wc.status == WcStatus::Success => Ok(Some(front)),
-            Some(wc) => Err(MoveError::Completion {
-                op: op_name,
-                status: wc.status,
-            }),
-            None => Err(MoveError::Timeout(op_name)),
+            Some(wc) if wc.status == WcStatus::Success => {
+                crate::metrics::rdma_bytes(write, front.1);
+                Ok(Some(front))
+            }
+            Some(wc) => {
+                crate::metrics::completion_error(write, format!("{:?}", wc.status));
+                Err(MoveError::Completion {
+                    op: op_name,
+                    status: wc.status,
+                })
+            }
+            None => {
+                crate::metrics::completion_error(write, "Timeout".to_string());
+                Err(MoveError::Timeout(op_name))
+            }
         }
     }
 

@@ -22,6 +22,7 @@ type Answer = Result<Response<Body>, Response<Body>>;
 type Chunk = Result<Bytes, BoxError>;
 
 fn fail(e: S3Error, reply: &str, request_id: &str) -> Response<Body> {
+    crate::metrics::rdma_failure(e.code);
     with_reply(e.into_response(request_id), reply)
 }
 
@@ -34,6 +35,7 @@ pub(super) async fn run(
     request_id: &str,
 ) -> Answer {
     let expected = checksum::expected(&parts.headers);
+    let op = super::classify(&parts.method, &parts.uri, &parts.headers).name();
     // One chunk waits in the channel; the others are in flight or being sent.
     let (tx, rx) = mpsc::channel::<Chunk>(1);
     let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
@@ -54,7 +56,7 @@ pub(super) async fn run(
     } else {
         Payload::Unsigned
     };
-    let upload = tokio::spawn(upstream.send(req, payload));
+    let upload = tokio::spawn(crate::metrics::upstream(op, upstream.send(req, payload)));
     let read = read_all(engine, path, remote, &expected, tx).await;
     let sent = upload.await;
     if let Err((e, reply)) = read {
@@ -66,6 +68,7 @@ pub(super) async fn run(
         Err(e) => return Err(fail(S3Error::internal(e.to_string()), "500", request_id)),
     };
     if !resp.status().is_success() {
+        crate::metrics::rdma_failure("StoreError");
         let code = resp.status().as_u16().to_string();
         return Err(with_reply(resp, &code));
     }

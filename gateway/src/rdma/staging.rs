@@ -26,6 +26,7 @@ struct Shared {
     free: Mutex<Vec<RegisteredBuffer>>,
     permits: Arc<Semaphore>,
     chunk: usize,
+    total: usize,
 }
 
 /// Why `acquire_for` failed.
@@ -70,6 +71,7 @@ impl StagingPool {
                 free: Mutex::new(free),
                 permits: Arc::new(Semaphore::new(n)),
                 chunk,
+                total: n,
             }),
         })
     }
@@ -77,6 +79,11 @@ impl StagingPool {
     /// Bytes per buffer.
     pub fn chunk(&self) -> usize {
         self.shared.chunk
+    }
+
+    /// Buffers in the pool.
+    pub fn total(&self) -> usize {
+        self.shared.total
     }
 
     /// Buffers free now.

@@ -1,0 +1,348 @@
+//! Prometheus metrics: their names, and the helpers the engine calls.
+//!
+//! The recorder is installed once per process ([`install`], called by
+//! [`crate::engine::Engine::new`]); the engine's router answers an
+//! unauthenticated `GET /metrics` with [`render`]. Labels are bounded sets
+//! (S3 operation names, reasons, statuses): never a bucket, key or access key.
+//!
+//! | Metric | Kind | Labels |
+//! |--------|------|--------|
+//! | `hipobj_requests_total` | counter | `op` (S3 operation), `path` (`rdma`, `http`) |
+//! | `hipobj_auth_failures_total` | counter | `code` (S3 error code) |
+//! | `hipobj_rdma_handshakes_total` | counter | `result` (`ok`, `limit`, `error`) |
+//! | `hipobj_rdma_bytes_total` | counter | `direction` (`write`: to the client, GET; `read`: from the client, PUT/UploadPart) |
+//! | `hipobj_rdma_transfer_seconds` | histogram | `op`, `result` (`ok`, `error`) |
+//! | `hipobj_rdma_declined_total` | counter | `reason` (501: the client falls back to plain HTTP) |
+//! | `hipobj_rdma_fallbacks_total` | counter | `reason` (`reconnect`: 421, the client repeats the handshake) |
+//! | `hipobj_rdma_failures_total` | counter | `reason` (the S3 error code answered, or `StoreError`) |
+//! | `hipobj_rdma_completion_errors_total` | counter | `op` (`write`, `read`), `status` (`ibv_wc_status` name, or `Timeout`) |
+//! | `hipobj_staging_buffers_in_use` | gauge | |
+//! | `hipobj_staging_buffers_total` | gauge | |
+//! | `hipobj_rdma_pairs` | gauge | (connected QP pairs) |
+//! | `hipobj_upstream_request_seconds` | histogram | `op` (time until the store's response head) |
+//! | `hipobj_upstream_errors_total` | counter | `op`, `reason` (no answer: `connect`, `connect_timeout`, `request`, ...; or `status_5xx`) |
+
+use crate::body::Body;
+use crate::upstream::UpstreamError;
+use http::{HeaderMap, Method, Response, Uri};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Requests, by `op` and `path`.
+pub const REQUESTS: &str = "hipobj_requests_total";
+/// Requests whose authentication failed, by `code`.
+pub const AUTH_FAILURES: &str = "hipobj_auth_failures_total";
+/// RDMA handshakes, by `result`.
+pub const HANDSHAKES: &str = "hipobj_rdma_handshakes_total";
+/// Bytes moved by RDMA, by `direction`.
+pub const RDMA_BYTES: &str = "hipobj_rdma_bytes_total";
+/// RDMA transfer latency, by `op` and `result`.
+pub const RDMA_TRANSFER_SECONDS: &str = "hipobj_rdma_transfer_seconds";
+/// RDMA requests declined (501), by `reason`.
+pub const RDMA_DECLINED: &str = "hipobj_rdma_declined_total";
+/// RDMA requests the client must repeat another way, by `reason`.
+pub const RDMA_FALLBACKS: &str = "hipobj_rdma_fallbacks_total";
+/// RDMA requests that failed, by `reason`.
+pub const RDMA_FAILURES: &str = "hipobj_rdma_failures_total";
+/// Work completions with an error, by `op` and `status`.
+pub const COMPLETION_ERRORS: &str = "hipobj_rdma_completion_errors_total";
+/// Staging buffers held by transfers.
+pub const STAGING_IN_USE: &str = "hipobj_staging_buffers_in_use";
+/// Staging buffers in the pool.
+pub const STAGING_TOTAL: &str = "hipobj_staging_buffers_total";
+/// Connected QP pairs.
+pub const PAIRS: &str = "hipobj_rdma_pairs";
+/// Upstream latency to the response head, by `op`.
+pub const UPSTREAM_SECONDS: &str = "hipobj_upstream_request_seconds";
+/// Upstream requests without an answer or with a 5xx one, by `op` and `reason`.
+pub const UPSTREAM_ERRORS: &str = "hipobj_upstream_errors_total";
+
+/// The `path` label of a request with `x-amz-rdma-token`.
+pub const PATH_RDMA: &str = "rdma";
+/// The `path` label of a plain (proxied) request.
+pub const PATH_HTTP: &str = "http";
+
+/// Histogram buckets, in seconds.
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 120.0,
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the Prometheus recorder as the process's global recorder (once;
+/// later calls return the same handle). Should another recorder be
+/// installed already, the handle is that of a recorder that sees nothing.
+pub fn install() -> &'static PrometheusHandle {
+    HANDLE.get_or_init(|| {
+        let builder = PrometheusBuilder::new()
+            .set_buckets(BUCKETS)
+            .unwrap_or_else(|_| PrometheusBuilder::new());
+        let handle = match builder.install_recorder() {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics recorder not installed");
+                PrometheusBuilder::new().build_recorder().handle()
+            }
+        };
+        describe();
+        let upkeep = handle.clone();
+        let _ = std::thread::Builder::new()
+            .name("metrics-upkeep".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_secs(5));
+                upkeep.run_upkeep();
+            });
+        handle
+    })
+}
+
+fn describe() {
+    describe_counter!(REQUESTS, "Requests by S3 operation and path (rdma, http)");
+    describe_counter!(
+        AUTH_FAILURES,
+        "Requests refused by authentication, by S3 error code"
+    );
+    describe_counter!(HANDSHAKES, "RDMA handshakes by result");
+    describe_counter!(
+        RDMA_BYTES,
+        "Bytes moved by RDMA, by direction (write: GET, read: PUT)"
+    );
+    describe_histogram!(
+        RDMA_TRANSFER_SECONDS,
+        metrics::Unit::Seconds,
+        "RDMA transfers, from the store's request to the answer"
+    );
+    describe_counter!(RDMA_DECLINED, "RDMA requests declined (501) by reason");
+    describe_counter!(
+        RDMA_FALLBACKS,
+        "RDMA requests the client repeats another way, by reason"
+    );
+    describe_counter!(RDMA_FAILURES, "RDMA requests that failed, by reason");
+    describe_counter!(
+        COMPLETION_ERRORS,
+        "RDMA work completions with an error, by status"
+    );
+    describe_gauge!(STAGING_IN_USE, "Staging buffers held by transfers");
+    describe_gauge!(STAGING_TOTAL, "Staging buffers in the pool");
+    describe_gauge!(PAIRS, "Connected RDMA QP pairs");
+    describe_histogram!(
+        UPSTREAM_SECONDS,
+        metrics::Unit::Seconds,
+        "Upstream requests, until the store's response head"
+    );
+    describe_counter!(
+        UPSTREAM_ERRORS,
+        "Upstream requests without an answer or answered 5xx"
+    );
+}
+
+/// The exposition text, after sampling the gauges of `engine`.
+pub fn render(engine: &crate::engine::Engine) -> Response<Body> {
+    let handle = install();
+    let pool = &engine.rdma.pool;
+    gauge!(STAGING_TOTAL).set(pool.total() as f64);
+    gauge!(STAGING_IN_USE).set(pool.total().saturating_sub(pool.available()) as f64);
+    gauge!(PAIRS).set(engine.rdma.pairs.len() as f64);
+    let mut r = Response::new(Body::from(handle.render()));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}
+
+/// One request.
+pub fn request(op: &'static str, path: &'static str) {
+    counter!(REQUESTS, "op" => op, "path" => path).increment(1);
+}
+
+/// A request refused by authentication.
+pub fn auth_failure(code: &'static str) {
+    counter!(AUTH_FAILURES, "code" => code).increment(1);
+}
+
+/// A handshake's `result`.
+pub fn handshake(result: &'static str) {
+    counter!(HANDSHAKES, "result" => result).increment(1);
+}
+
+/// Bytes a completed WRITE (`write`) or READ moved.
+pub fn rdma_bytes(write: bool, n: usize) {
+    let direction = if write { "write" } else { "read" };
+    counter!(RDMA_BYTES, "direction" => direction).increment(n as u64);
+}
+
+/// One transfer's duration.
+pub fn rdma_transfer(op: &'static str, took: Duration, ok: bool) {
+    let result = if ok { "ok" } else { "error" };
+    histogram!(RDMA_TRANSFER_SECONDS, "op" => op, "result" => result).record(took.as_secs_f64());
+}
+
+/// A declined (501) RDMA request.
+pub fn rdma_declined(reason: &'static str) {
+    counter!(RDMA_DECLINED, "reason" => reason).increment(1);
+}
+
+/// An RDMA request the client must repeat another way.
+pub fn rdma_fallback(reason: &'static str) {
+    counter!(RDMA_FALLBACKS, "reason" => reason).increment(1);
+}
+
+/// A failed RDMA request.
+pub fn rdma_failure(reason: &'static str) {
+    counter!(RDMA_FAILURES, "reason" => reason).increment(1);
+}
+
+/// A work completion with an error (`status`: the `ibv_wc_status` name, or
+/// `Timeout` when none came).
+pub fn completion_error(write: bool, status: String) {
+    let op = if write { "write" } else { "read" };
+    counter!(COMPLETION_ERRORS, "op" => op, "status" => status).increment(1);
+}
+
+/// Times a request to the store, counting it as an error when it gets no
+/// answer or a 5xx one.
+pub async fn upstream<F>(op: &'static str, send: F) -> F::Output
+where
+    F: Future<Output = Result<Response<Body>, UpstreamError>>,
+{
+    let start = Instant::now();
+    let out = send.await;
+    histogram!(UPSTREAM_SECONDS, "op" => op).record(start.elapsed().as_secs_f64());
+    let reason = match &out {
+        Ok(r) if r.status().is_server_error() => Some("status_5xx"),
+        Ok(_) => None,
+        Err(UpstreamError::Connect(_)) => Some("connect"),
+        Err(UpstreamError::ConnectTimeout) => Some("connect_timeout"),
+        Err(UpstreamError::Request(_)) => Some("request"),
+        Err(UpstreamError::Embedded(_)) => Some("embedded"),
+        Err(UpstreamError::Sign(_)) => Some("sign"),
+        Err(UpstreamError::InvalidTarget(_)) => Some("invalid_target"),
+        Err(_) => Some("other"),
+    };
+    if let Some(reason) = reason {
+        counter!(UPSTREAM_ERRORS, "op" => op, "reason" => reason).increment(1);
+    }
+    out
+}
+
+/// The S3 operation of a path-style request, for the `op` label: a fixed
+/// set of names, `Other` for anything else.
+pub fn s3_operation(method: &Method, uri: &Uri, headers: &HeaderMap) -> &'static str {
+    let path = uri.path().trim_start_matches('/');
+    let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
+    // Presigned-URL parameters say nothing of the operation.
+    let q: Vec<&str> = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .map(|p| p.split_once('=').map_or(p, |(k, _)| k))
+        .filter(|k| !k.is_empty() && !k.to_ascii_lowercase().starts_with("x-amz-"))
+        .collect();
+    let has = |k: &str| q.contains(&k);
+    let only = |allowed: &[&str]| {
+        q.iter()
+            .all(|k| allowed.contains(k) || k.starts_with("response-"))
+    };
+    let copy = headers.contains_key("x-amz-copy-source");
+    if bucket.is_empty() {
+        return if *method == Method::GET {
+            "ListBuckets"
+        } else {
+            "Other"
+        };
+    }
+    const LIST: &[&str] = &[
+        "prefix",
+        "delimiter",
+        "marker",
+        "max-keys",
+        "encoding-type",
+        "continuation-token",
+        "start-after",
+        "fetch-owner",
+        "list-type",
+    ];
+    if key.is_empty() {
+        return match *method {
+            Method::GET if has("uploads") => "ListMultipartUploads",
+            Method::GET if has("versions") => "ListObjectVersions",
+            Method::GET if has("location") => "GetBucketLocation",
+            Method::GET if only(LIST) && has("list-type") => "ListObjectsV2",
+            Method::GET if only(LIST) => "ListObjects",
+            Method::PUT if q.is_empty() => "CreateBucket",
+            Method::DELETE if q.is_empty() => "DeleteBucket",
+            Method::HEAD if q.is_empty() => "HeadBucket",
+            Method::POST if has("delete") => "DeleteObjects",
+            _ => "Other",
+        };
+    }
+    match *method {
+        Method::GET if has("uploadId") => "ListParts",
+        Method::GET if only(&["partNumber", "versionId"]) => "GetObject",
+        Method::HEAD if only(&["partNumber", "versionId"]) => "HeadObject",
+        Method::PUT if has("partNumber") && has("uploadId") && copy => "UploadPartCopy",
+        Method::PUT if has("partNumber") && has("uploadId") => "UploadPart",
+        Method::PUT if q.is_empty() && copy => "CopyObject",
+        Method::PUT if q.is_empty() => "PutObject",
+        Method::POST if has("uploads") => "CreateMultipartUpload",
+        Method::POST if has("uploadId") => "CompleteMultipartUpload",
+        Method::DELETE if has("uploadId") => "AbortMultipartUpload",
+        Method::DELETE if only(&["versionId"]) => "DeleteObject",
+        _ => "Other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(method: Method, uri: &str) -> &'static str {
+        s3_operation(&method, &uri.parse().unwrap(), &HeaderMap::new())
+    }
+
+    #[test]
+    fn operations() {
+        assert_eq!(op(Method::GET, "/"), "ListBuckets");
+        assert_eq!(op(Method::PUT, "/b"), "CreateBucket");
+        assert_eq!(op(Method::GET, "/b?list-type=2&prefix=a"), "ListObjectsV2");
+        assert_eq!(op(Method::GET, "/b"), "ListObjects");
+        assert_eq!(op(Method::GET, "/b?uploads"), "ListMultipartUploads");
+        assert_eq!(op(Method::GET, "/b?policy"), "Other");
+        assert_eq!(op(Method::POST, "/b?delete"), "DeleteObjects");
+        assert_eq!(op(Method::GET, "/b/k"), "GetObject");
+        assert_eq!(op(Method::GET, "/b/k?partNumber=2"), "GetObject");
+        assert_eq!(
+            op(Method::GET, "/b/k?X-Amz-Signature=ff&X-Amz-Date=1"),
+            "GetObject"
+        );
+        assert_eq!(op(Method::GET, "/b/k?tagging"), "Other");
+        assert_eq!(op(Method::HEAD, "/b/k"), "HeadObject");
+        assert_eq!(op(Method::PUT, "/b/k"), "PutObject");
+        assert_eq!(
+            op(Method::PUT, "/b/k?partNumber=1&uploadId=x"),
+            "UploadPart"
+        );
+        assert_eq!(op(Method::POST, "/b/k?uploads"), "CreateMultipartUpload");
+        assert_eq!(
+            op(Method::POST, "/b/k?uploadId=x"),
+            "CompleteMultipartUpload"
+        );
+        assert_eq!(
+            op(Method::DELETE, "/b/k?uploadId=x"),
+            "AbortMultipartUpload"
+        );
+        assert_eq!(op(Method::GET, "/b/k?uploadId=x"), "ListParts");
+        assert_eq!(op(Method::DELETE, "/b/k"), "DeleteObject");
+        let mut h = HeaderMap::new();
+        h.insert("x-amz-copy-source", "/a/b".parse().unwrap());
+        assert_eq!(
+            s3_operation(&Method::PUT, &"/b/k".parse().unwrap(), &h),
+            "CopyObject"
+        );
+    }
+}
