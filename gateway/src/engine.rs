@@ -190,6 +190,14 @@ pub async fn serve(
     engine: Arc<Engine>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt as _;
+    // Small answers (headers, XML errors, ACK-sized bodies) go out at once
+    // instead of waiting for Nagle's algorithm and the peer's delayed ACK.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+    });
     axum::serve(listener, router(engine))
         .with_graceful_shutdown(shutdown)
         .await

@@ -8,7 +8,6 @@
 use super::checksum::{self, Hasher};
 use super::get::EMPTY_SHA256;
 use super::mover::{Mover, Path, RemoteBuffer};
-use super::staging::AcquireError;
 use super::{copy_object_headers, set_request_id, with_reply, RdmaEngine};
 use crate::body::{Body, BoxError};
 use crate::s3err::S3Error;
@@ -137,22 +136,19 @@ async fn read_all(
     let (mut posted, mut delivered) = (0u64, 0u64);
     while delivered < len {
         while mover.inflight() < depth && posted < len {
-            let staging = match engine
-                .pool
-                .acquire_for(&mut mover, false, engine.pool_timeout())
-                .await
-            {
-                Ok(s) => s,
-                Err(AcquireError::Pool(e)) => {
-                    abort(&tx, e.to_string()).await;
-                    let _ = mover.drain(false).await;
-                    return Err((S3Error::pool_timeout(e.to_string()), "503"));
-                }
-                Err(AcquireError::Move(e)) => {
-                    abort(&tx, e.to_string()).await;
-                    let _ = mover.drain(false).await;
-                    return Err((S3Error::transfer_failed(e.to_string()), "500"));
-                }
+            // Never retire a READ just to free its buffer: its bytes belong
+            // to the body. With READs in flight and the pool empty, deliver
+            // the oldest first (below), which frees a buffer once sent.
+            let staging = match engine.pool.try_acquire() {
+                Some(s) => s,
+                None if mover.inflight() > 0 => break,
+                None => match engine.pool.acquire(engine.pool_timeout()).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        abort(&tx, e.to_string()).await;
+                        return Err((S3Error::pool_timeout(e.to_string()), "503"));
+                    }
+                },
             };
             let n = (len - posted).min(chunk);
             if let Err(e) = mover.post(false, staging, n as usize, posted) {
@@ -188,6 +184,12 @@ async fn read_all(
             let _ = mover.drain(false).await;
             return Ok(());
         }
+    }
+    if delivered != len {
+        // Unreachable by construction; never let a short body look complete.
+        let why = format!("read {delivered} of {len} bytes");
+        abort(&tx, why.clone()).await;
+        return Err((S3Error::transfer_failed(why), "500"));
     }
     Ok(())
 }

@@ -107,10 +107,12 @@ impl StagingPool {
         })
     }
 
-    /// A buffer for a transfer with work in flight: if none is free, the
-    /// oldest work request is retired first (which frees one) rather than
-    /// waiting on the pool while holding buffers, so transfers sharing the
-    /// pool cannot wait for each other in a circle.
+    /// A buffer for a transfer whose completed work needs nothing more (the
+    /// WRITEs of a GET): if none is free, the oldest work request is retired
+    /// first (which frees one) rather than waiting on the pool while holding
+    /// buffers, so transfers sharing the pool cannot wait for each other in
+    /// a circle. A READ's completed buffer holds data: PUT must deliver it,
+    /// not use this.
     pub async fn acquire_for(
         &self,
         mover: &mut super::mover::Mover,

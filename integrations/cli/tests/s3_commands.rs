@@ -259,13 +259,10 @@ fn cp_a_100_mib_file_both_ways_by_rdma() {
 /// A 100 MiB upload in 32 MiB parts, 4 at once, against a test server whose
 /// staging pool (8 × 8 MiB) is smaller than the parts in flight.
 ///
-/// Ignored: the gateway's RDMA PUT loses a chunk when a transfer waits for
-/// a staging buffer (`StagingPool::acquire_for` retires the oldest work
-/// request and drops its bytes; `put::read_all` then ends the upstream body
-/// short without verifying the checksum), and answers 200 with a short
-/// object. Remove the `ignore` once that is fixed.
+/// Every part must arrive whole: a PUT waiting for a staging buffer must
+/// deliver the READs it has in flight, never drop one to free its buffer
+/// (which once stored short objects and answered 200).
 #[test]
-#[ignore = "gateway bug: a contended staging pool stores short parts"]
 fn cp_with_a_contended_staging_pool() {
     let server = test_server(&["--staging-buffers", "8"]);
     let tmp = tempfile::tempdir().unwrap();
