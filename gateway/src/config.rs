@@ -33,6 +33,14 @@ pub enum UpstreamConfig {
         /// Credentials for the upstream.
         credentials: KeyPair,
     },
+    /// Several endpoints of one remote store (each `http://host:port`),
+    /// same credentials: requests go to the first healthy one, in order.
+    Cluster {
+        /// Base URLs, in order of preference.
+        endpoints: Vec<String>,
+        /// Credentials for the upstream.
+        credentials: KeyPair,
+    },
     /// The embedded store (s3s-fs) in a directory, served in-process.
     Embedded {
         /// Its root directory.

@@ -21,8 +21,10 @@ struct Args {
     /// Address to listen on.
     #[arg(long, env = "HIPOBJ_LISTEN", default_value = "127.0.0.1:9000")]
     listen: SocketAddr,
-    /// The S3 endpoint in front of which to serve (http://host:port). Without
-    /// it, the embedded store serves the objects (in --data-dir).
+    /// The S3 endpoint in front of which to serve (http://host:port), or
+    /// several endpoints of one store separated by commas (the first healthy
+    /// one in order serves, with failover). Without it, the embedded store
+    /// serves the objects (in --data-dir).
     #[arg(long, env = "HIPOBJ_UPSTREAM")]
     upstream: Option<String>,
     /// Access key for the upstream.
@@ -59,13 +61,24 @@ async fn main() -> anyhow::Result<()> {
                     .clone()
                     .context("--upstream-secret-key is required with --upstream")?,
             };
-            (
-                UpstreamConfig::Remote {
-                    endpoint: endpoint.clone(),
+            let endpoints: Vec<String> = endpoint
+                .split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .map(str::to_owned)
+                .collect();
+            let upstream = if endpoints.len() > 1 {
+                UpstreamConfig::Cluster {
+                    endpoints,
                     credentials,
-                },
-                None,
-            )
+                }
+            } else {
+                UpstreamConfig::Remote {
+                    endpoint: endpoints.into_iter().next().unwrap_or_default(),
+                    credentials,
+                }
+            };
+            (upstream, None)
         }
         None => engine::embedded(a.data_dir.clone())?,
     };

@@ -5,9 +5,13 @@
 //! served in-process ([`embedded::EmbeddedUpstream`]). Either way the request
 //! is re-addressed to the store, signed with the store's own credentials
 //! (SigV4, through [`crate::auth::sign_request`]) and streamed both ways.
+//! Several remote endpoints of one store are served with failover by
+//! [`multi::MultiUpstream`]; [`retry`] says which requests are retried.
 
 pub mod embedded;
+pub mod multi;
 pub mod remote;
+pub mod retry;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -20,7 +24,9 @@ use crate::body::{Body, BoxError};
 use crate::config::{KeyPair, UpstreamConfig};
 
 pub use self::embedded::EmbeddedUpstream;
-pub use self::remote::RemoteUpstream;
+pub use self::multi::{MultiOptions, MultiUpstream};
+pub use self::remote::{RemoteOptions, RemoteUpstream};
+pub use self::retry::RetryPolicy;
 
 /// The SHA-256 of an empty payload, in hex.
 pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -150,6 +156,15 @@ pub fn build(cfg: &UpstreamConfig, region: &str) -> Result<Arc<dyn Upstream>, Up
             endpoint,
             credentials.clone(),
             region,
+        )?)),
+        UpstreamConfig::Cluster {
+            endpoints,
+            credentials,
+        } => Ok(Arc::new(MultiUpstream::new(
+            endpoints,
+            credentials.clone(),
+            region,
+            MultiOptions::default(),
         )?)),
         UpstreamConfig::Embedded { root } => Ok(Arc::new(EmbeddedUpstream::new(root, region)?)),
     }

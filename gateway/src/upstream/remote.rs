@@ -1,6 +1,11 @@
 //! A remote S3 endpoint (MinIO, Ceph RGW, another s3s server, ...) over
 //! plain HTTP/1.1.
 //!
+//! Replayable requests (see [`super::retry`]) are retried on connection
+//! errors and 502/503/504 answers; the response head must come within
+//! [`RemoteOptions::response_timeout`] (default
+//! [`DEFAULT_RESPONSE_TIMEOUT`]).
+//!
 //! Only `http://` endpoints are served: TLS would need a rustls connector
 //! (hyper-rustls and a root store), which the crate does not depend on.
 
@@ -15,6 +20,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+use super::retry::{self, ResponseHeadTimeout, RetryPolicy};
 use super::{Payload, Upstream, UpstreamError};
 use crate::body::{Body, BoxError};
 use crate::config::KeyPair;
@@ -27,6 +33,28 @@ pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// TCP keep-alive probe interval on connections to the store.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+
+/// How long the store may take to send the response head, by default.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How a [`RemoteUpstream`] times out and retries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteOptions {
+    /// How long the store may take to send the response head (after the
+    /// request was sent); the body is not bounded.
+    pub response_timeout: Duration,
+    /// When replayable requests are sent again.
+    pub retry: RetryPolicy,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        RemoteOptions {
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
 
 /// A remote S3 store at an `http://host[:port]` endpoint, signed with its
 /// own credentials. Cheap to clone: clones share the connection pool.
@@ -42,6 +70,7 @@ struct Inner {
     host: HeaderValue,
     credentials: KeyPair,
     region: String,
+    options: RemoteOptions,
 }
 
 impl std::fmt::Debug for RemoteUpstream {
@@ -58,10 +87,21 @@ impl RemoteUpstream {
     /// A client for the store at `endpoint` (`http://host[:port]`, an
     /// optional trailing `/`), signing with `credentials` for `region`.
     /// Connections are made on first use; nothing is spawned here.
+    /// Default [`RemoteOptions`].
     pub fn new(
         endpoint: &str,
         credentials: KeyPair,
         region: &str,
+    ) -> Result<RemoteUpstream, UpstreamError> {
+        RemoteUpstream::with_options(endpoint, credentials, region, RemoteOptions::default())
+    }
+
+    /// As [`RemoteUpstream::new`], with these timeouts and retries.
+    pub fn with_options(
+        endpoint: &str,
+        credentials: KeyPair,
+        region: &str,
+        options: RemoteOptions,
     ) -> Result<RemoteUpstream, UpstreamError> {
         let invalid = |reason| UpstreamError::InvalidEndpoint {
             endpoint: endpoint.to_owned(),
@@ -105,13 +145,63 @@ impl RemoteUpstream {
                 host,
                 credentials,
                 region: region.to_owned(),
+                options,
             }),
         })
+    }
+
+    /// The endpoint, `http://host:port`.
+    pub fn endpoint(&self) -> &str {
+        &self.inner.endpoint
+    }
+
+    /// Sends `req` once: no retry, whatever the request.
+    pub fn send_once(
+        &self,
+        req: Request<Body>,
+        payload: Payload,
+    ) -> BoxFuture<'static, Result<Response<Body>, UpstreamError>> {
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move { inner.send_once(req, payload).await })
     }
 }
 
 impl Inner {
     async fn send(
+        &self,
+        req: Request<Body>,
+        payload: Payload,
+    ) -> Result<Response<Body>, UpstreamError> {
+        let policy = &self.options.retry;
+        if policy.max_retries == 0 || !retry::is_replayable(req.method(), req.body()) {
+            return self.send_once(req, payload).await;
+        }
+        let (parts, _) = req.into_parts();
+        let mut retries = 0;
+        loop {
+            let attempt = Request::from_parts(parts.clone(), Body::empty());
+            let out = self.send_once(attempt, payload.clone()).await;
+            let again = match &out {
+                Ok(resp) => retry::is_retryable_status(resp.status()),
+                Err(err) => retry::is_retryable_error(err),
+            };
+            if !again || retries >= policy.max_retries {
+                return out;
+            }
+            let delay = policy.delay(retries);
+            match &out {
+                Ok(resp) => tracing::debug!(upstream = %self.endpoint, method = %parts.method,
+                    status = %resp.status(), ?delay, "retrying"),
+                Err(err) => tracing::debug!(upstream = %self.endpoint, method = %parts.method,
+                    error = %err, ?delay, "retrying"),
+            }
+            drop(out);
+            tokio::time::sleep(delay).await;
+            retries += 1;
+        }
+    }
+
+    async fn send_once(
         &self,
         req: Request<Body>,
         payload: Payload,
@@ -131,7 +221,11 @@ impl Inner {
         super::sign(&mut req, &self.credentials, &self.region, &payload)?;
 
         tracing::debug!(upstream = %self.endpoint, %method, path = req.uri().path(), "to store");
-        let resp = self.client.request(req).await.map_err(classify)?;
+        let timeout = self.options.response_timeout;
+        let resp = tokio::time::timeout(timeout, self.client.request(req))
+            .await
+            .map_err(|_| UpstreamError::Request(Box::new(ResponseHeadTimeout(timeout))))?
+            .map_err(classify)?;
         tracing::debug!(upstream = %self.endpoint, %method, status = %resp.status(), "from store");
         Ok(resp.map(Body::new))
     }
