@@ -6,10 +6,7 @@ use hipobj_fabric::rc::RcParams;
 use hipobj_fabric::seam::Provider;
 use hipobj_fabric::{Device, Gid, ProtectionDomain};
 
-/// PCI vendor of Broadcom (bnxt_re).
-pub const VENDOR_BROADCOM: u32 = 0x14E4;
-/// PCI vendor of AMD Pensando (ionic).
-pub const VENDOR_PENSANDO: u32 = 0x1DD8;
+pub use crate::select::{VENDOR_BROADCOM, VENDOR_PENSANDO};
 
 /// The device init opened.
 #[derive(Debug)]
@@ -68,17 +65,12 @@ impl RdmaDevice {
     /// the vendor's adjustments (today bnxt and ionic use the same values).
     pub fn rc_params(&self) -> RcParams {
         // READ depth as deep as the device allows, at most hipObject's 16.
-        let info = self.device.info();
-        let cap =
-            |limit: u32, want: u8| u8::try_from(limit.clamp(1, u32::from(want))).unwrap_or(want);
-        let d = RcParams::default();
         let p = RcParams {
             port: self.port,
             gid_index: self.gid_index,
-            max_rd_atomic: cap(info.max_qp_init_rd_atom, d.max_rd_atomic),
-            max_dest_rd_atomic: cap(info.max_qp_rd_atom, d.max_dest_rd_atomic),
-            ..d
-        };
+            ..RcParams::default()
+        }
+        .within(self.device.info());
         match self.vendor_id {
             VENDOR_BROADCOM => bnxt_params(p),
             VENDOR_PENSANDO => ionic_params(p),

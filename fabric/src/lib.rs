@@ -7,6 +7,7 @@
 //! which runs RC and DC over TCP with the rules a NIC enforces.
 
 pub mod error;
+pub mod gid_table;
 pub mod ibverbs;
 pub mod pattern;
 pub mod rc;

@@ -6,7 +6,9 @@
 //! RESET and back to INIT: an RC QP cannot reconnect from RTS any other way.
 
 use crate::error::Result;
-use crate::types::{AccessFlags, AhAttr, GlobalRoute, Mtu, QpAttr, QpAttrMask, QpState};
+use crate::types::{
+    AccessFlags, AhAttr, DeviceInfo, GlobalRoute, Mtu, QpAttr, QpAttrMask, QpState,
+};
 use crate::verbs::QueuePair;
 use hipobj_wire::Gid;
 
@@ -65,6 +67,22 @@ impl Default for RcParams {
             max_dest_rd_atomic: 16,
             sq_psn: 0,
             rq_psn: 0,
+        }
+    }
+}
+
+impl RcParams {
+    /// These parameters with the READ depths capped at what `device`
+    /// allows (`max_qp_init_rd_atom` as requester, `max_qp_rd_atom` as
+    /// responder; at least 1): a NIC refuses a connect that asks for more.
+    pub fn within(self, device: &DeviceInfo) -> RcParams {
+        let cap = |limit: u32, want: u8| {
+            u8::try_from(limit.clamp(1, u32::from(want.max(1)))).unwrap_or(want)
+        };
+        RcParams {
+            max_rd_atomic: cap(device.max_qp_init_rd_atom, self.max_rd_atomic),
+            max_dest_rd_atomic: cap(device.max_qp_rd_atom, self.max_dest_rd_atomic),
+            ..self
         }
     }
 }
@@ -169,4 +187,33 @@ pub fn to_error(qp: &QueuePair) -> Result<()> {
 pub fn reset_to_init(qp: &QueuePair, port: u8, access: AccessFlags) -> Result<()> {
     reset(qp)?;
     to_init(qp, port, access)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(init: u32, dest: u32) -> DeviceInfo {
+        DeviceInfo {
+            name: "x".into(),
+            vendor_id: 0,
+            vendor_part_id: 0,
+            phys_port_cnt: 1,
+            max_mr_size: u64::MAX,
+            supports_dmabuf: false,
+            supports_dc: false,
+            max_qp_rd_atom: dest,
+            max_qp_init_rd_atom: init,
+        }
+    }
+
+    #[test]
+    fn read_depth_is_capped_by_the_device() {
+        let p = RcParams::default().within(&info(4, 8));
+        assert_eq!((p.max_rd_atomic, p.max_dest_rd_atomic), (4, 8));
+        let p = RcParams::default().within(&info(64, 64));
+        assert_eq!((p.max_rd_atomic, p.max_dest_rd_atomic), (16, 16));
+        let p = RcParams::default().within(&info(0, 0));
+        assert_eq!((p.max_rd_atomic, p.max_dest_rd_atomic), (1, 1));
+    }
 }

@@ -21,7 +21,7 @@ use hipobj_fabric::rc::{RcParams, RcPeer};
 use hipobj_fabric::seam::Provider;
 use hipobj_fabric::soft::SoftProvider;
 use hipobj_fabric::{
-    DcAddr, Device, Gid, GidType, Mtu, ProtectionDomain, QpAttr, QpAttrMask, QpCap, QpState, QpType,
+    DcAddr, Device, Gid, Mtu, ProtectionDomain, QpAttr, QpAttrMask, QpCap, QpState, QpType,
 };
 use hipobj_wire::{detect, headers, Token, TokenValue, Transport};
 use http::{HeaderValue, Response, StatusCode};
@@ -124,22 +124,6 @@ pub enum StartError {
     Pool(#[from] staging::PoolError),
 }
 
-fn best_gid(entries: &[hipobj_fabric::GidEntry]) -> (Gid, u8) {
-    let rank = |e: &hipobj_fabric::GidEntry| match (e.gid_type, e.gid.ipv4().is_some()) {
-        (GidType::RoceV2, true) => 0,
-        (GidType::RoceV2, false) => 1,
-        (GidType::RoceV1, _) => 2,
-        _ => 3,
-    };
-    entries
-        .iter()
-        .filter(|e| !e.gid.is_zero())
-        .min_by_key(|e| (rank(e), e.index))
-        .map_or((Gid::ZERO, 0), |e| {
-            (e.gid, u8::try_from(e.index).unwrap_or(0))
-        })
-}
-
 impl RdmaEngine {
     /// Opens the device (`cfg.device`, or the first hardware device, or the
     /// software provider's `soft0`) and registers the staging pool.
@@ -155,19 +139,20 @@ impl RdmaEngine {
             },
         };
         let device = Device::open(provider.as_ref(), &name)?;
-        let (gid, gid_index) = best_gid(&device.gid_table(1)?);
+        let table = device.gid_table(1)?;
+        let index = hipobj_fabric::gid_table::pick_best_gid(&table);
+        let gid = table
+            .iter()
+            .find(|e| e.index == index)
+            .map_or(Gid::ZERO, |e| e.gid);
+        let gid_index = u8::try_from(index).unwrap_or(0);
         let pd = device.alloc_pd()?;
         let pool = StagingPool::new(&pd, cfg.chunk_size, cfg.buffers)?;
-        let info = device.info();
-        let cap =
-            |limit: u32, want: u8| u8::try_from(limit.clamp(1, u32::from(want))).unwrap_or(want);
-        let d = RcParams::default();
         let params = RcParams {
             gid_index,
-            max_rd_atomic: cap(info.max_qp_init_rd_atom, d.max_rd_atomic),
-            max_dest_rd_atomic: cap(info.max_qp_rd_atom, d.max_dest_rd_atomic),
-            ..d
-        };
+            ..RcParams::default()
+        }
+        .within(device.info());
         let pairs = Pairs::new(Limits {
             per_key: cfg.pairs_per_key,
             total: cfg.pairs_total,
