@@ -34,10 +34,12 @@ fn workspace_bin(name: &str) -> PathBuf {
 }
 
 /// A server process: SIGTERM on drop (so it removes its temporary store),
-/// SIGKILL if it does not stop.
+/// SIGKILL if it does not stop; its `TMPDIR` is a directory this handle
+/// owns, removed afterwards either way.
 struct Proc {
     child: Child,
     url: String,
+    _tmp: tempfile::TempDir,
 }
 
 impl Drop for Proc {
@@ -60,10 +62,12 @@ impl Drop for Proc {
 /// `hipobj-test-server 0` on the software provider, with its default
 /// staging pool (see `cp_with_a_contended_staging_pool` for why).
 fn test_server(extra: &[&str]) -> Proc {
+    let tmp = tempfile::tempdir().expect("a directory for the server's store");
     let mut child = Command::new(workspace_bin("hipobj-test-server"))
         .args(["0", "--rdma-device", "soft0"])
         .args(extra)
         .env("RUST_LOG", "warn")
+        .env("TMPDIR", tmp.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -74,7 +78,11 @@ fn test_server(extra: &[&str]) -> Proc {
         .unwrap();
     let url = line.trim().rsplit(' ').next().unwrap_or("").to_string();
     assert!(url.starts_with("http://"), "unexpected first line {line:?}");
-    Proc { child, url }
+    Proc {
+        child,
+        url,
+        _tmp: tmp,
+    }
 }
 
 /// s3s-fs on loopback in this process: an S3 server without RDMA (it

@@ -23,18 +23,23 @@ pub const AK: &str = "hipobj-test-key";
 pub const SK: &str = "hipobj-test-secret";
 pub const REGION: &str = "us-east-1";
 
-/// The test server in its own process.
+/// The test server in its own process. Its temporary store lives in a
+/// directory this handle owns (`TMPDIR` for the child), removed on drop even
+/// when the process had to be killed.
 pub struct Server {
     child: Child,
     pub url: String,
     pub port: u16,
+    _tmp: tempfile::TempDir,
 }
 
 impl Server {
     pub fn start(port: u16) -> Server {
+        let tmp = tempfile::tempdir().expect("a directory for the server's store");
         let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-test-server"))
             .arg(port.to_string())
             .env("RUST_LOG", "warn")
+            .env("TMPDIR", tmp.path())
             .stdout(Stdio::piped())
             .spawn()
             .expect("start hipobj-test-server");
@@ -44,7 +49,12 @@ impl Server {
             .unwrap();
         let url = line.trim().rsplit(' ').next().unwrap().to_string();
         let port = url.rsplit(':').next().unwrap().parse().unwrap();
-        Server { child, url, port }
+        Server {
+            child,
+            url,
+            port,
+            _tmp: tmp,
+        }
     }
 
     /// The server process's id.
@@ -60,9 +70,10 @@ impl Server {
         Some(kb * 1024)
     }
 
+    /// SIGTERM (the server finishes and removes its store), SIGKILL if it
+    /// has not exited within 5 s.
     pub fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child);
     }
 }
 
@@ -70,6 +81,26 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Stops a server process: SIGTERM, then SIGKILL after 5 s.
+pub fn stop_child(child: &mut Child) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .stderr(Stdio::null())
+        .status();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// A signing S3 client (path-style), blocking on its own runtime.

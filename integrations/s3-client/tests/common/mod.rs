@@ -44,24 +44,44 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     bin
 }
 
-/// A server process, killed on drop.
+/// A server process: SIGTERM on drop (the server finishes and removes its
+/// store), SIGKILL after 5 s; its `TMPDIR` is a directory this handle owns,
+/// removed afterwards either way.
 pub struct Proc {
     child: Child,
     pub url: String,
+    _tmp: tempfile::TempDir,
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
+fn server_tmpdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a directory for the server's temporary files")
+}
+
 /// `hipobj-test-server 0` on the software provider.
 pub fn test_server() -> Proc {
+    let tmp = server_tmpdir();
     let mut child = Command::new(workspace_bin("hipobj-test-server"))
         .args(["0", "--rdma-device", "soft0", "--staging-buffers", "8"])
         .env("RUST_LOG", "warn")
+        .env("TMPDIR", tmp.path())
         .stdout(Stdio::piped())
         .spawn()
         .expect("start hipobj-test-server");
@@ -76,13 +96,18 @@ pub fn test_server() -> Proc {
         .expect("the listening line")
         .to_string();
     assert!(url.starts_with("http://"), "unexpected first line {line:?}");
-    Proc { child, url }
+    Proc {
+        child,
+        url,
+        _tmp: tmp,
+    }
 }
 
 /// `hipobj-gateway` in front of `upstream` (s3s-fs), on the software
 /// provider, once its `/health` answers 200.
 pub fn gateway(upstream: &str) -> Proc {
     let port = free_port();
+    let tmp = server_tmpdir();
     let child = Command::new(workspace_bin("hipobj-gateway"))
         .args([
             "--listen",
@@ -100,10 +125,15 @@ pub fn gateway(upstream: &str) -> Proc {
         ])
         .env("RUST_LOG", "warn")
         .env_remove("HIPOBJ_DATA_DIR")
+        .env("TMPDIR", tmp.path())
         .spawn()
         .expect("start hipobj-gateway");
     let url = format!("http://127.0.0.1:{port}");
-    let p = Proc { child, url };
+    let p = Proc {
+        child,
+        url,
+        _tmp: tmp,
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     while !healthy(&p.url) {
         assert!(Instant::now() < deadline, "the gateway did not come up");
