@@ -18,7 +18,7 @@
 //! it wrote, byte for byte.
 
 use crate::machine::{self, Machine};
-use crate::memory::{Sampler, Window};
+use crate::memory::{Cpu, Sampler, Window};
 use crate::procs::{self, Child};
 use crate::size::{gib_s, human, parse_size};
 use anyhow::{bail, Context};
@@ -248,6 +248,8 @@ struct Env {
     direct: S3Client,
     sampler: Sampler,
     idle_rss_kib: u64,
+    store_pid: u32,
+    gateway_pid: u32,
 }
 
 impl Env {
@@ -257,6 +259,10 @@ impl Env {
             Way::GatewayHttp => &self.gw_http,
             Way::Direct => &self.direct,
         }
+    }
+
+    fn cpu(&self) -> Cpu {
+        Cpu::now(self.store_pid, self.gateway_pid)
     }
 
     fn delete(&self, key: &str) {
@@ -352,6 +358,8 @@ struct ThroughputRow {
     size: u64,
     /// Seconds per round, [way][put=0/get=1].
     secs: [[Vec<f64>; 2]; 3],
+    /// CPU used over all rounds, [way][put=0/get=1].
+    cpu: [[Cpu; 2]; 3],
     memory: Window,
 }
 
@@ -422,27 +430,32 @@ fn throughput(env: &Env, size: u64, rounds: usize) -> anyhow::Result<ThroughputR
     let src = env.lib.register_host(&mut src_mem)?;
     let dst = env.lib.register_host(&mut dst_mem)?;
     let mut secs: [[Vec<f64>; 2]; 3] = Default::default();
+    let mut cpu: [[Cpu; 2]; 3] = Default::default();
     env.sampler.begin();
     for round in 0..rounds {
         for (i, way) in WAYS.iter().enumerate() {
             let key = format!("tp/{size}/{}", way.tag());
+            let c0 = env.cpu();
             let t = Instant::now();
             let o = env
                 .rt
                 .block_on(env.client(*way).put_object(BUCKET, &key, &src, 0, len))
                 .with_context(|| format!("PUT {} on {}", human(size), way.label()))?;
             secs[i][0].push(t.elapsed().as_secs_f64());
+            cpu[i][0].add_since(c0, env.cpu());
             check(&o, *way, size, "PUT")?;
         }
         for (i, way) in WAYS.iter().enumerate() {
             let key = format!("tp/{size}/{}", way.tag());
             poison(&dst, len)?;
+            let c0 = env.cpu();
             let t = Instant::now();
             let o = env
                 .rt
                 .block_on(env.client(*way).get_object(BUCKET, &key, &dst, 0, None))
                 .with_context(|| format!("GET {} on {}", human(size), way.label()))?;
             secs[i][1].push(t.elapsed().as_secs_f64());
+            cpu[i][1].add_since(c0, env.cpu());
             check(&o, *way, size, "GET")?;
             verify(&dst, SEED_TP ^ size, 0, len)
                 .with_context(|| format!("GET {} on {}", human(size), way.label()))?;
@@ -464,7 +477,12 @@ fn throughput(env: &Env, size: u64, rounds: usize) -> anyhow::Result<ThroughputR
     for way in WAYS {
         env.delete(&format!("tp/{size}/{}", way.tag()));
     }
-    Ok(ThroughputRow { size, secs, memory })
+    Ok(ThroughputRow {
+        size,
+        secs,
+        cpu,
+        memory,
+    })
 }
 
 fn latency(env: &Env, count: usize) -> anyhow::Result<Vec<LatencyRow>> {
@@ -857,6 +875,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         direct: mk(format!("http://{up_addr}"), UP_KEY, UP_SECRET, false)?,
         idle_rss_kib: sampler.rss_kib(),
         sampler,
+        store_pid: upstream.pid(),
+        gateway_pid: gateway.pid(),
         lib,
         rt,
     };
@@ -1050,6 +1070,36 @@ fn render(r: &Report<'_>) -> String {
                         human(row.size),
                         way.label(),
                         s.join(", ")
+                    );
+                }
+            }
+        }
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "CPU seconds per GiB moved, by process (/proc/<pid>/stat, all rounds):"
+        );
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "| size | op | path | s3s-fs | gateway | client | total | wall s/GiB (best) |"
+        );
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
+        for row in &res.throughput {
+            let gib = (row.size as f64 / (1u64 << 30) as f64) * p.rounds as f64;
+            for (k, op) in ["PUT", "GET"].iter().enumerate() {
+                for (w, way) in WAYS.iter().enumerate() {
+                    let c = row.cpu[w][k];
+                    let _ = writeln!(
+                        o,
+                        "| {} | {op} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                        human(row.size),
+                        way.label(),
+                        c.store / gib,
+                        c.gateway / gib,
+                        c.client / gib,
+                        (c.store + c.gateway + c.client) / gib,
+                        best(&row.secs[w][k]) / (row.size as f64 / (1u64 << 30) as f64)
                     );
                 }
             }

@@ -144,6 +144,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn counts_cpu_time() {
+        let before = cpu_secs(std::process::id()).expect("/proc/self/stat");
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < Duration::from_millis(100) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let after = cpu_secs(std::process::id()).expect("/proc/self/stat");
+        assert!(after > before, "{before} then {after} after 100 ms of work");
+    }
+
+    #[test]
     fn reads_this_process() {
         let s = status(std::process::id()).expect("/proc/self/status");
         assert!(s.rss_kib > 0);
@@ -167,5 +179,50 @@ mod tests {
         drop(v);
         let w2 = sampler.window();
         assert!(w2.peak_kib >= w.peak_kib, "a window's peak never falls");
+    }
+}
+
+/// CPU time (user + system) a process has used so far, threads that
+/// ended included, in seconds.
+pub fn cpu_secs(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) in parentheses:
+    // state is field 3, utime 14 and stime 15.
+    let rest = &s[s.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    // SAFETY: sysconf(3) only reads a configuration value.
+    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let tck = if tck > 0 { tck as f64 } else { 100.0 };
+    Some((utime + stime) as f64 / tck)
+}
+
+/// CPU seconds of the store, the gateway and this process at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cpu {
+    /// The upstream store.
+    pub store: f64,
+    /// The gateway.
+    pub gateway: f64,
+    /// This process (the clients).
+    pub client: f64,
+}
+
+impl Cpu {
+    /// Now, for these processes.
+    pub fn now(store: u32, gateway: u32) -> Cpu {
+        Cpu {
+            store: cpu_secs(store).unwrap_or(0.0),
+            gateway: cpu_secs(gateway).unwrap_or(0.0),
+            client: cpu_secs(std::process::id()).unwrap_or(0.0),
+        }
+    }
+
+    /// What was used since `earlier`, added to `self`.
+    pub fn add_since(&mut self, earlier: Cpu, later: Cpu) {
+        self.store += later.store - earlier.store;
+        self.gateway += later.gateway - earlier.gateway;
+        self.client += later.client - earlier.client;
     }
 }

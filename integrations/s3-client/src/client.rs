@@ -116,17 +116,10 @@ fn rdma_get_bytes(a: &Answer) -> Option<u64> {
     })
 }
 
-/// The CRC of `len` bytes of `reg` at `off`.
+/// The CRC of `len` bytes of `reg` at `off`, read in place.
 fn crc_of(reg: &Registered<'_, '_>, off: usize, len: usize) -> Result<String> {
     let mut d = Crc64Nvme::new();
-    let mut chunk = vec![0u8; CHUNK.min(len)];
-    let mut pos = 0;
-    while pos < len {
-        let n = CHUNK.min(len - pos);
-        reg.read(off + pos, &mut chunk[..n])?;
-        d.update(&chunk[..n]);
-        pos += n;
-    }
+    reg.with_bytes(off, len, |b| d.update(b))?;
     Ok(d.header_value())
 }
 
@@ -1015,17 +1008,16 @@ impl S3Client {
         Ok(out)
     }
 
-    /// The CRC of a buffer range on this task, yielding between chunks.
+    /// The CRC of a buffer range on this task, in place, yielding between
+    /// chunks.
     async fn crc_inline(&self, reg: &Registered<'_, '_>, off: usize, len: usize) -> Result<String> {
         let mut d = Crc64Nvme::new();
-        let mut chunk = vec![0u8; CHUNK.min(len)];
         let mut pos = 0;
         while pos < len {
-            let n = CHUNK.min(len - pos);
-            reg.read(off + pos, &mut chunk[..n])?;
-            d.update(&chunk[..n]);
+            let n = (8 * CHUNK).min(len - pos);
+            reg.with_bytes(off + pos, n, |b| d.update(b))?;
             pos += n;
-            if pos % (8 * CHUNK) == 0 {
+            if pos < len {
                 tokio::task::yield_now().await;
             }
         }
