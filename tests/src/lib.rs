@@ -1,40 +1,29 @@
 //! End-to-end tests in containers: `hipobj-gateway` in front of a real MinIO
 //! started with testcontainers. This library is their harness: whether a
-//! Docker engine answers (and the skip when none does), the gateway binary
-//! as a process, a signing S3 client, and the client library's callbacks
-//! over real S3 requests (as in `test-server/tests/common/mod.rs`).
+//! Docker engine answers (and the skip when none does), MinIO, and the
+//! gateway binary as a process in front of it; the signing S3 client, the
+//! client library's callbacks over real S3 requests and the rest are
+//! `hipobj-testkit`'s, re-exported here.
 //!
 //! Where `docker info` fails, every test prints that it was skipped and
 //! passes; with `REQUIRE_DOCKER=1` the skip is a failure.
 
 use std::io::Write as _;
-use std::net::{SocketAddr, TcpStream};
+use std::ops::Deref;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
-use axum::body::Body;
-use bytes::Bytes;
-use hipobj::platform::gpu::NoHip;
-use hipobj::platform::topology::FakeTopology;
-use hipobj::platform::Platform;
-use hipobj::{Config, Hipobj, Options, S3Ops};
-use hipobj_fabric::soft::SoftProvider;
-use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
-use http_body_util::BodyExt;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-use sha2::Digest;
+use http::{Method, StatusCode};
+
+pub use hipobj_testkit::{
+    assert_object, client, free_port, pattern, xml_field, Answer, RdmaOps, ServerProc, AK, REGION,
+    S3, SK,
+};
 
 pub use testcontainers_modules;
 
-/// The keys clients sign with at the gateway (its defaults).
-pub const AK: &str = "hipobj-test-key";
-/// The secret clients sign with at the gateway.
-pub const SK: &str = "hipobj-test-secret";
-/// The region everything is signed for.
-pub const REGION: &str = "us-east-1";
 /// MinIO's root user in the tests, and the gateway's upstream key.
 pub const MINIO_USER: &str = "hipobj-minio-user";
 /// MinIO's root password in the tests, and the gateway's upstream secret.
@@ -233,84 +222,29 @@ pub fn bucket_name(prefix: &str) -> String {
 
 /// The gateway binary the workspace built: `HIPOBJ_GATEWAY_BIN`, else
 /// `hipobj-gateway` in the profile directory of this test executable
-/// (`target/<profile>/deps/<test>` → `target/<profile>/hipobj-gateway`).
+/// ([`hipobj_testkit::workspace_bin`]).
 pub fn gateway_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("HIPOBJ_GATEWAY_BIN") {
-        return PathBuf::from(p);
+    match std::env::var_os("HIPOBJ_GATEWAY_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => hipobj_testkit::workspace_bin("hipobj-gateway"),
     }
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let mut dir = exe
-        .parent()
-        .expect("the test executable's directory")
-        .to_path_buf();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    let bin = dir.join(format!("hipobj-gateway{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first (`cargo build -p hipobj-gateway` with this profile; \
-         `cargo test --workspace` builds it), or name one in HIPOBJ_GATEWAY_BIN",
-        bin.display()
-    );
-    bin
 }
 
-/// `hipobj-gateway` as a process in front of `upstream`, on loopback, with
-/// the software RDMA provider on 127.0.0.1.
+/// `hipobj-gateway` as a process in front of a store, on loopback, with
+/// the software RDMA provider (a [`ServerProc`]: stopped on drop).
 #[derive(Debug)]
-pub struct Gateway {
-    child: Child,
-    /// `http://127.0.0.1:port`.
-    pub url: String,
-}
+pub struct Gateway(ServerProc);
 
 impl Gateway {
     /// Starts the gateway in front of `store` (signing for it with its
-    /// keys) and waits until it accepts connections.
+    /// keys) and waits until its `/health` answers 200.
     pub fn start(store: &Minio) -> Gateway {
-        let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
-        let mut child = Command::new(gateway_bin())
-            .args([
-                "--listen",
-                &listen,
-                "--upstream",
-                &store.url,
-                "--upstream-access-key",
-                &store.access_key,
-                "--upstream-secret-key",
-                &store.secret_key,
-                // The software provider even where the host has a NIC.
-                "--rdma-device",
-                "soft0",
-                "--staging-buffers",
-                "8",
-            ])
-            .env("HIPOBJ_SOFT_ADDRS", "127.0.0.1")
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start hipobj-gateway");
-        let addr: SocketAddr = listen.parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        // It binds its listener once the engine has started.
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("hipobj-gateway exited at start: {status}");
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("hipobj-gateway did not listen on {listen} within 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Gateway {
-            child,
-            url: format!("http://{listen}"),
-        }
+        Gateway(hipobj_testkit::gateway(
+            &gateway_bin(),
+            &store.url,
+            &store.access_key,
+            &store.secret_key,
+        ))
     }
 
     /// A client signing with the gateway's client credentials.
@@ -319,282 +253,10 @@ impl Gateway {
     }
 }
 
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl Deref for Gateway {
+    type Target = ServerProc;
+
+    fn deref(&self) -> &ServerProc {
+        &self.0
     }
-}
-
-/// A free TCP port on loopback.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-// ---------------------------------------------------------------------------
-// A signing S3 client.
-
-/// A signing S3 client (path-style), blocking on its own runtime.
-#[derive(Debug)]
-pub struct S3 {
-    /// `http://host:port`.
-    pub url: String,
-    access_key: String,
-    secret_key: String,
-    rt: tokio::runtime::Runtime,
-    client: Client<hyper_util::client::legacy::connect::HttpConnector, Body>,
-}
-
-/// An answer, its body read whole.
-#[derive(Debug)]
-pub struct Answer {
-    /// The HTTP status.
-    pub status: StatusCode,
-    /// The headers.
-    pub headers: HeaderMap,
-    /// The body.
-    pub body: Bytes,
-}
-
-impl Answer {
-    /// A header's value as text.
-    pub fn header(&self, name: &str) -> Option<String> {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    }
-
-    /// The `x-amz-rdma-reply` value.
-    pub fn reply(&self) -> Option<String> {
-        self.header(hipobj_wire::headers::RDMA_REPLY)
-    }
-
-    /// The body as text, for messages.
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-impl S3 {
-    /// A client of `url` signing with the gateway's test credentials.
-    pub fn new(url: &str) -> S3 {
-        S3::with_keys(url, AK, SK)
-    }
-
-    /// A client of `url` signing with `access_key` and `secret_key`.
-    pub fn with_keys(url: &str, access_key: &str, secret_key: &str) -> S3 {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let client = Client::builder(TokioExecutor::new()).build_http();
-        S3 {
-            url: url.to_string(),
-            access_key: access_key.to_string(),
-            secret_key: secret_key.to_string(),
-            rt,
-            client,
-        }
-    }
-
-    /// One signed request; the payload is signed as its SHA-256, or as
-    /// UNSIGNED-PAYLOAD when `unsigned`. Panics when no answer comes.
-    pub fn send(
-        &self,
-        method: Method,
-        path_and_query: &str,
-        headers: &[(&str, &str)],
-        body: Vec<u8>,
-        unsigned: bool,
-    ) -> Answer {
-        self.try_send(method.clone(), path_and_query, headers, body, unsigned)
-            .unwrap_or_else(|e| panic!("{method} {}{path_and_query}: {e}", self.url))
-    }
-
-    /// As [`send`](Self::send), with a connection error as an error.
-    pub fn try_send(
-        &self,
-        method: Method,
-        path_and_query: &str,
-        headers: &[(&str, &str)],
-        body: Vec<u8>,
-        unsigned: bool,
-    ) -> Result<Answer, String> {
-        let mut req = Request::builder()
-            .method(method)
-            .uri(format!("{}{}", self.url, path_and_query));
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let hash = if unsigned {
-            "UNSIGNED-PAYLOAD".to_string()
-        } else {
-            hex::encode(sha2::Sha256::digest(&body))
-        };
-        let len = body.len();
-        let mut req = req.body(Body::from(body)).map_err(|e| e.to_string())?;
-        req.headers_mut()
-            .insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
-        hipobj_gateway::auth::sign_request(
-            &mut req,
-            &self.access_key,
-            &self.secret_key,
-            REGION,
-            &hash,
-            SystemTime::now(),
-        )
-        .map_err(|e| e.to_string())?;
-        self.rt.block_on(async {
-            let resp = self
-                .client
-                .request(req)
-                .await
-                .map_err(|e| format!("HTTP request: {e}"))?;
-            let (parts, body) = resp.into_parts();
-            let body = body
-                .collect()
-                .await
-                .map_err(|e| format!("HTTP body: {e}"))?
-                .to_bytes();
-            Ok(Answer {
-                status: parts.status,
-                headers: parts.headers,
-                body,
-            })
-        })
-    }
-
-    /// A signed PUT of `body`.
-    pub fn put_plain(&self, path: &str, body: Vec<u8>) -> Answer {
-        self.send(Method::PUT, path, &[], body, false)
-    }
-
-    /// A signed GET.
-    pub fn get_plain(&self, path: &str) -> Answer {
-        self.send(Method::GET, path, &[], Vec::new(), false)
-    }
-
-    /// Creates `bucket`; panics unless it is created.
-    pub fn create_bucket(&self, bucket: &str) {
-        let a = self.put_plain(&format!("/{bucket}"), Vec::new());
-        assert!(
-            a.status.is_success(),
-            "create bucket {bucket}: {} {}",
-            a.status,
-            a.text()
-        );
-    }
-}
-
-/// Asserts that a plain signed GET of `path` answers exactly `data`.
-#[track_caller]
-pub fn assert_object(s3: &S3, path: &str, data: &[u8]) {
-    let a = s3.get_plain(path);
-    assert_eq!(a.status.as_u16(), 200, "GET {}{path}: {}", s3.url, a.text());
-    assert_eq!(a.body.len(), data.len(), "GET {}{path}: length", s3.url);
-    assert!(a.body[..] == data[..], "GET {}{path}: bytes differ", s3.url);
-}
-
-// ---------------------------------------------------------------------------
-// The client library.
-
-/// The application's side of a transfer: each token goes out in a signed
-/// S3 request, and the reply comes back.
-#[derive(Debug)]
-pub struct RdmaOps<'a> {
-    /// The client the requests go through.
-    pub s3: &'a S3,
-    /// GET, or PUT.
-    pub method: Method,
-    /// Path and query.
-    pub path: String,
-    /// Extra headers (a range, ...).
-    pub headers: Vec<(String, String)>,
-    /// The last answer.
-    pub last: Option<Answer>,
-    /// Requests sent.
-    pub requests: usize,
-}
-
-impl<'a> RdmaOps<'a> {
-    /// A transfer of `path` by `method` through `s3`.
-    pub fn new(s3: &'a S3, method: Method, path: &str) -> RdmaOps<'a> {
-        RdmaOps {
-            s3,
-            method,
-            path: path.to_string(),
-            headers: Vec::new(),
-            last: None,
-            requests: 0,
-        }
-    }
-
-    /// With one more header in each request.
-    pub fn with_header(mut self, k: &str, v: &str) -> RdmaOps<'a> {
-        self.headers.push((k.to_string(), v.to_string()));
-        self
-    }
-
-    /// The last answer; panics when no request went out.
-    pub fn last(&self) -> &Answer {
-        self.last.as_ref().expect("no request went out")
-    }
-}
-
-impl S3Ops for RdmaOps<'_> {
-    fn send_request(&mut self, token: &str) -> Result<(), i32> {
-        self.requests += 1;
-        let mut h: Vec<(&str, &str)> = self
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        h.push((hipobj_wire::headers::RDMA_TOKEN, token));
-        let answer = self
-            .s3
-            .try_send(self.method.clone(), &self.path, &h, Vec::new(), true)
-            .map_err(|_| -1)?;
-        self.last = Some(answer);
-        Ok(())
-    }
-
-    fn recv_reply(&mut self, out: &mut [u8]) -> Result<usize, i32> {
-        let r = self.last.as_ref().and_then(Answer::reply).ok_or(-1)?;
-        out.get_mut(..r.len())
-            .ok_or(-2)?
-            .copy_from_slice(r.as_bytes());
-        Ok(r.len())
-    }
-}
-
-/// The client library on a software device on 127.0.0.1, GPU-less.
-pub fn client() -> Hipobj {
-    let platform = Platform {
-        hip: Arc::new(NoHip),
-        rdma: Arc::new(SoftProvider::default()),
-        topology: Arc::new(FakeTopology::default()),
-    };
-    Hipobj::with_platform(platform, Options::default(), &Config::with_nic("soft0")).unwrap()
-}
-
-/// `len` bytes of the fabric's test pattern for `seed`.
-pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    hipobj_fabric::pattern::fill(seed, 0, &mut v);
-    v
-}
-
-/// The text of the first `<tag>` element of an XML body.
-pub fn xml_field(body: &[u8], tag: &str) -> Option<String> {
-    let s = String::from_utf8_lossy(body);
-    let open = format!("<{tag}>");
-    let close = format!("</{tag}>");
-    let start = s.find(&open)? + open.len();
-    let end = start + s[start..].find(&close)?;
-    Some(s[start..end].to_string())
 }

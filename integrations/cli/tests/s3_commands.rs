@@ -4,143 +4,19 @@
 //! without RDMA (s3s-fs), `bench --json`, and `hipobj demo` exactly as the
 //! README shows it.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output};
 
+use hipobj_testkit::{workspace_bin, PlainS3, ServerProc, AK, SK};
 use serde_json::Value;
 
-const AK: &str = "hipobj-test-key";
-const SK: &str = "hipobj-test-secret";
-
-/// A workspace binary next to this test executable
-/// (`target/<profile>/deps/<test>` → `target/<profile>/<name>`). `cargo
-/// test --workspace` builds it; alone, this package's tests need
-/// `cargo build -p hipobj-test-server` first.
-fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps");
-    let bin = dir.join(name);
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first (`cargo build -p {name}`), or run `cargo test --workspace`",
-        bin.display()
-    );
-    bin
-}
-
-/// A server process: SIGTERM on drop (so it removes its temporary store),
-/// SIGKILL if it does not stop; its `TMPDIR` is a directory this handle
-/// owns, removed afterwards either way.
-struct Proc {
-    child: Child,
-    url: String,
-    _tmp: tempfile::TempDir,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            // SAFETY: kill(2) on our own child's pid; no memory is involved.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-        }
-        for _ in 0..50 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// `hipobj-test-server 0` on the software provider, with its default
-/// staging pool (see `cp_with_a_contended_staging_pool` for why).
-fn test_server(extra: &[&str]) -> Proc {
-    let tmp = tempfile::tempdir().expect("a directory for the server's store");
-    let mut child = Command::new(workspace_bin("hipobj-test-server"))
-        .args(["0", "--rdma-device", "soft0"])
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .env("TMPDIR", tmp.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start hipobj-test-server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().rsplit(' ').next().unwrap_or("").to_string();
-    assert!(url.starts_with("http://"), "unexpected first line {line:?}");
-    Proc {
-        child,
-        url,
-        _tmp: tmp,
-    }
-}
-
-/// s3s-fs on loopback in this process: an S3 server without RDMA (it
-/// ignores `x-amz-rdma-token`).
-struct PlainS3 {
-    rt: Option<tokio::runtime::Runtime>,
-    _dir: tempfile::TempDir,
-    url: String,
-}
-
-impl Drop for PlainS3 {
-    fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
-    }
-}
-
-impl PlainS3 {
-    fn start() -> PlainS3 {
-        use hyper_util::rt::{TokioExecutor, TokioIo};
-        use hyper_util::server::conn::auto::Builder as ConnBuilder;
-        use s3s::auth::SimpleAuth;
-        use s3s::service::S3ServiceBuilder;
-
-        let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let fs = s3s_fs::FileSystem::new(dir.path()).unwrap();
-        let mut builder = S3ServiceBuilder::new(fs);
-        builder.set_auth(SimpleAuth::from_single(AK, SK));
-        let service = builder.build();
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.set_nonblocking(true).unwrap();
-        let addr: SocketAddr = l.local_addr().unwrap();
-        let listener = {
-            let _g = rt.enter();
-            tokio::net::TcpListener::from_std(l).unwrap()
-        };
-        rt.spawn(async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                let service = service.clone();
-                tokio::spawn(async move {
-                    let _ = ConnBuilder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(socket), service)
-                        .await;
-                });
-            }
-        });
-        PlainS3 {
-            rt: Some(rt),
-            _dir: dir,
-            url: format!("http://{addr}"),
-        }
-    }
+/// staging pool (see `cp_with_a_contended_staging_pool` for why), and
+/// `extra` arguments.
+fn test_server(extra: &[&str]) -> ServerProc {
+    let mut args = vec!["0", "--rdma-device", "soft0"];
+    args.extend_from_slice(extra);
+    hipobj_testkit::test_server(&workspace_bin("hipobj-test-server"), &args)
 }
 
 /// Runs `hipobj` with the endpoint and test credentials in the

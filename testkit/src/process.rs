@@ -1,0 +1,272 @@
+//! Servers as processes, where the workspace's binaries are, free ports,
+//! and this test binary re-run as a child client process.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A binary of the workspace next to this test executable
+/// (`target/<profile>/deps/<test>` → `target/<profile>/<name>`), for the
+/// binaries of other packages (a package's own are
+/// `env!("CARGO_BIN_EXE_<name>")`). `cargo test --workspace` builds every
+/// package's binaries; alone, a package's tests need them built first.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let mut dir = exe
+        .parent()
+        .expect("the test executable's directory")
+        .to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let bin = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first (`cargo build -p {name}` with this profile), \
+         or run `cargo test --workspace`",
+        bin.display()
+    );
+    bin
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// An unsigned `GET /health` of `url` (`http://host:port`) answers 200.
+/// Plain blocking I/O, no runtime: callable inside async tests. A server
+/// that accepts but does not answer within 30 s counts as not healthy.
+pub fn healthy(url: &str) -> bool {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(30)));
+    if s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out.starts_with(b"HTTP/1.1 200")
+}
+
+/// A server process. Its temporary files (the test server's store) live in
+/// a directory this handle owns, the child's `TMPDIR`, removed on drop even
+/// when the process had to be killed. Dropping it stops the process (see
+/// [`stop`](Self::stop)).
+#[derive(Debug)]
+pub struct ServerProc {
+    child: Child,
+    /// `http://host:port`.
+    pub url: String,
+    /// The port it listens on.
+    pub port: u16,
+    _tmp: tempfile::TempDir,
+}
+
+/// Spawns `cmd` with `RUST_LOG=warn` and a `TMPDIR` of its own.
+fn spawn(mut cmd: Command, what: &str) -> (Child, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().expect("a directory for the server's temporary files");
+    let child = cmd
+        .env("RUST_LOG", "warn")
+        .env("TMPDIR", tmp.path())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    (child, tmp)
+}
+
+impl ServerProc {
+    /// Starts `cmd`, a server that prints the URL it serves as the last
+    /// word of its first line on stdout (`... listening on http://...`),
+    /// and returns once it has.
+    pub fn start_announcing(mut cmd: Command) -> ServerProc {
+        let what = cmd.get_program().to_string_lossy().into_owned();
+        cmd.stdout(Stdio::piped());
+        let (mut child, tmp) = spawn(cmd, &what);
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line.trim().rsplit(' ').next().unwrap_or("").to_string();
+        let port = url.strip_prefix("http://").and_then(|a| {
+            a.rsplit(':')
+                .next()
+                .and_then(|p| p.trim_end_matches('/').parse().ok())
+        });
+        let Some(port) = port else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: unexpected first line {line:?}");
+        };
+        ServerProc {
+            child,
+            url,
+            port,
+            _tmp: tmp,
+        }
+    }
+
+    /// Starts `cmd`, a server that will listen on `127.0.0.1:port`, and
+    /// returns once its `/health` answers 200; panics if it exits first or
+    /// is not healthy within 30 s.
+    pub fn start_serving(cmd: Command, port: u16) -> ServerProc {
+        let what = cmd.get_program().to_string_lossy().into_owned();
+        let (child, tmp) = spawn(cmd, &what);
+        let mut p = ServerProc {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            port,
+            _tmp: tmp,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !p.healthy() {
+            if let Ok(Some(status)) = p.child.try_wait() {
+                panic!("{what} exited at start: {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} was not healthy at {} within 30 s",
+                p.url
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        p
+    }
+
+    /// The process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The process's peak resident memory so far (VmHWM), in bytes.
+    pub fn peak_rss(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// `GET /health` answers 200.
+    pub fn healthy(&self) -> bool {
+        healthy(&self.url)
+    }
+
+    /// SIGTERM (the server finishes and removes its store), SIGKILL if it
+    /// has not exited within 5 s.
+    pub fn stop(&mut self) {
+        stop_child(&mut self.child);
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Stops a server process: SIGTERM, then SIGKILL after 5 s.
+pub fn stop_child(child: &mut Child) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .stderr(Stdio::null())
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `hipobj-test-server ARGS` (the binary at `bin`), once it has printed
+/// the URL it serves.
+pub fn test_server(bin: &Path, args: &[&str]) -> ServerProc {
+    let mut cmd = Command::new(bin);
+    cmd.args(args);
+    ServerProc::start_announcing(cmd)
+}
+
+/// `hipobj-gateway` (the binary at `bin`) on a free loopback port in front
+/// of `upstream`, signing for it with `access_key` and `secret_key`, on the
+/// software provider with 8 staging buffers, once its `/health` answers 200.
+pub fn gateway(bin: &Path, upstream: &str, access_key: &str, secret_key: &str) -> ServerProc {
+    let port = free_port();
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--upstream",
+        upstream,
+        "--upstream-access-key",
+        access_key,
+        "--upstream-secret-key",
+        secret_key,
+        // The software provider even where the host has a NIC.
+        "--rdma-device",
+        "soft0",
+        "--staging-buffers",
+        "8",
+    ])
+    .env_remove("HIPOBJ_DATA_DIR")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null());
+    ServerProc::start_serving(cmd, port)
+}
+
+/// Environment variable naming what a child client process does.
+pub const CHILD_ROLE: &str = "HIPOBJ_TEST_CHILD_ROLE";
+/// The line a child prints when its transfer is about to start.
+pub const CHILD_READY: &str = "HIPOBJ-TEST-CHILD-READY";
+
+/// Re-runs this test binary as a child client process: only its ignored
+/// test `entry` runs, with `role` and `env` in its environment.
+pub fn spawn_child(entry: &str, role: &str, env: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        entry,
+        "--nocapture",
+        "--ignored",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ROLE, role)
+    .env("RUST_LOG", "error")
+    .stdout(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn the child client process")
+}
+
+/// Reads a child's stdout until it says it is ready; false if it ended first.
+pub fn wait_ready(child: &mut Child) -> bool {
+    let Some(out) = child.stdout.take() else {
+        return false;
+    };
+    let mut lines = BufReader::new(out).lines();
+    let ready = lines.any(|l| l.is_ok_and(|l| l.contains(CHILD_READY)));
+    // Keep draining in the background so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    ready
+}
