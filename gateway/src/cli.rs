@@ -1,8 +1,15 @@
 //! What the two binaries share: the flags for credentials, region and the
 //! RDMA side (each with its environment variable), logging, and the
-//! shutdown signal.
+//! shutdown signal; and the gateway's flags for a remote store.
+//!
+//! Durations are written the human way (`30s`, `500ms`, `10m`, `1h 30m`:
+//! the `humantime` crate's syntax).
 
-use crate::config::{KeyPair, RdmaConfig};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::config::{KeyPair, RdmaConfig, UpstreamConfig, UpstreamOptions};
+use crate::upstream::{CaCerts, CaFileError};
 
 /// The `--help` epilogue of both binaries: the unauthenticated endpoints
 /// and logging.
@@ -44,9 +51,175 @@ pub struct CommonArgs {
     /// memory: 256 MiB by default).
     #[arg(long, env = "HIPOBJ_STAGING_BUFFERS", default_value_t = 32)]
     pub staging_buffers: usize,
+    /// Chunks in flight per RDMA transfer (each holds a staging buffer, so
+    /// no more than --staging-buffers are in flight).
+    #[arg(long, env = "HIPOBJ_TRANSFER_DEPTH", default_value = "4", value_parser = at_least_one)]
+    pub transfer_depth: usize,
+    /// How long a transfer waits for a free staging buffer before it fails
+    /// with 503 SlowDown.
+    #[arg(long, env = "HIPOBJ_STAGING_TIMEOUT", default_value = "30s", value_parser = positive_duration, value_name = "DURATION")]
+    pub staging_timeout: Duration,
+    /// Connected RDMA QP pairs allowed per access key (a handshake beyond
+    /// it is answered 503).
+    #[arg(long, env = "HIPOBJ_MAX_PAIRS_PER_KEY", default_value = "256", value_parser = at_least_one)]
+    pub max_pairs_per_key: usize,
+    /// Connected RDMA QP pairs allowed in all (whatever the per-key limit).
+    #[arg(long, env = "HIPOBJ_MAX_PAIRS", default_value = "1024", value_parser = at_least_one)]
+    pub max_pairs: usize,
+    /// Idle time after which a connected QP pair is dropped (its client
+    /// reconnects on its next request).
+    #[arg(long, env = "HIPOBJ_PAIR_IDLE_TIMEOUT", default_value = "10m", value_parser = positive_duration, value_name = "DURATION")]
+    pub pair_idle_timeout: Duration,
+    /// Clock skew allowed between a signed request's date and the
+    /// gateway's clock (beyond it: 403 RequestTimeTooSkewed).
+    #[arg(long, env = "HIPOBJ_MAX_CLOCK_SKEW", default_value = "15m", value_parser = positive_duration, value_name = "DURATION")]
+    pub max_clock_skew: Duration,
     /// Log format on stderr (the filter is RUST_LOG, default `info`).
     #[arg(long, env = "HIPOBJ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+/// The gateway's flags for the store behind it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UpstreamArgs {
+    /// The S3 endpoint in front of which to serve (http://host:port or
+    /// https://host:port), or several endpoints of one store separated by
+    /// commas (the first healthy one in order serves, with failover).
+    /// Without it, the embedded store serves the objects (in --data-dir).
+    #[arg(long, env = "HIPOBJ_UPSTREAM", value_name = "URL")]
+    pub upstream: Option<String>,
+    /// Access key for the upstream.
+    #[arg(long, env = "HIPOBJ_UPSTREAM_ACCESS_KEY", requires = "upstream")]
+    pub upstream_access_key: Option<String>,
+    /// Secret key for the upstream.
+    #[arg(
+        long,
+        env = "HIPOBJ_UPSTREAM_SECRET_KEY",
+        requires = "upstream",
+        hide_env_values = true
+    )]
+    pub upstream_secret_key: Option<String>,
+    /// A PEM file of CA certificates trusted for an https:// upstream, besides
+    /// the system's roots (for a store whose certificate a private CA signed).
+    #[arg(
+        long,
+        env = "HIPOBJ_UPSTREAM_CA_FILE",
+        requires = "upstream",
+        value_name = "PEM"
+    )]
+    pub upstream_ca_file: Option<PathBuf>,
+    /// How long a TCP connect to the upstream may take.
+    #[arg(long, env = "HIPOBJ_UPSTREAM_CONNECT_TIMEOUT", default_value = "5s", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
+    pub upstream_connect_timeout: Duration,
+    /// How long the upstream may take to send a response head (the body
+    /// is not bounded); a request that times out is not retried.
+    #[arg(long, env = "HIPOBJ_UPSTREAM_RESPONSE_TIMEOUT", default_value = "30s", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
+    pub upstream_response_timeout: Duration,
+    /// How long an idle pooled connection to the upstream is kept open.
+    #[arg(long, env = "HIPOBJ_UPSTREAM_IDLE_TIMEOUT", default_value = "90s", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
+    pub upstream_idle_timeout: Duration,
+    /// Retries of a request without a body (GET, HEAD, DELETE, ...) after a
+    /// connection error or a 502/503/504 from the upstream; 0: none.
+    #[arg(long, env = "HIPOBJ_UPSTREAM_RETRIES", default_value = "2", value_parser = clap::value_parser!(u32).range(..=100), requires = "upstream")]
+    pub upstream_retries: u32,
+    /// The waits before the first, second, ... retry, comma-separated (the
+    /// last repeats).
+    #[arg(long, env = "HIPOBJ_UPSTREAM_BACKOFF", default_value = "50ms,200ms", value_delimiter = ',', value_parser = duration, value_name = "DURATION,...", requires = "upstream")]
+    pub upstream_backoff: Vec<Duration>,
+    /// How often each endpoint of several (--upstream a,b) is probed to mark
+    /// it healthy or down.
+    #[arg(long, env = "HIPOBJ_UPSTREAM_HEALTH_INTERVAL", default_value = "5s", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
+    pub upstream_health_interval: Duration,
+}
+
+/// A configuration the flags parse to but the engine cannot run with.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A credential of the upstream is missing.
+    #[error("{0} is required with --upstream")]
+    MissingUpstreamCredential(&'static str),
+    /// `--upstream` names no endpoint.
+    #[error("--upstream names no endpoint")]
+    NoEndpoint,
+    /// `--upstream-ca-file`.
+    #[error("--upstream-ca-file: {0}")]
+    CaFile(#[from] CaFileError),
+}
+
+/// A duration the human way: `30s`, `500ms`, `10m`, `1h 30m`.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("not a duration ({e}); write it like 30s, 500ms or 10m"))
+}
+
+/// A duration greater than zero.
+pub fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d.is_zero() {
+        return Err("must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+/// A count of at least one.
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a count: {e}")),
+    }
+}
+
+impl UpstreamArgs {
+    /// The store: `None` without `--upstream` (the caller chooses the
+    /// embedded store), one remote endpoint, or a cluster of several.
+    pub fn config(&self) -> Result<Option<UpstreamConfig>, ConfigError> {
+        let Some(list) = &self.upstream else {
+            return Ok(None);
+        };
+        let credentials = KeyPair {
+            access_key: self.upstream_access_key.clone().ok_or(
+                ConfigError::MissingUpstreamCredential("--upstream-access-key"),
+            )?,
+            secret_key: self.upstream_secret_key.clone().ok_or(
+                ConfigError::MissingUpstreamCredential("--upstream-secret-key"),
+            )?,
+        };
+        let mut endpoints: Vec<String> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(str::to_owned)
+            .collect();
+        Ok(Some(match endpoints.len() {
+            0 => return Err(ConfigError::NoEndpoint),
+            1 => UpstreamConfig::Remote {
+                endpoint: endpoints.remove(0),
+                credentials,
+            },
+            _ => UpstreamConfig::Cluster {
+                endpoints,
+                credentials,
+            },
+        }))
+    }
+
+    /// How the remote store is reached (the CA file is read here).
+    pub fn options(&self) -> Result<UpstreamOptions, ConfigError> {
+        let ca = match &self.upstream_ca_file {
+            Some(path) => CaCerts::from_pem_file(path)?,
+            None => CaCerts::none(),
+        };
+        Ok(UpstreamOptions {
+            connect_timeout: self.upstream_connect_timeout,
+            response_timeout: self.upstream_response_timeout,
+            pool_idle_timeout: self.upstream_idle_timeout,
+            retries: self.upstream_retries,
+            backoff: self.upstream_backoff.clone(),
+            health_interval: self.upstream_health_interval,
+            ca,
+        })
+    }
 }
 
 /// How log lines are written.
@@ -73,8 +246,17 @@ impl CommonArgs {
             device: self.rdma_device.clone(),
             chunk_size: self.chunk_mib.clamp(1, 1024) << 20,
             buffers: self.staging_buffers.max(1),
-            ..RdmaConfig::default()
+            depth: self.transfer_depth,
+            pool_timeout: self.staging_timeout,
+            pairs_per_key: self.max_pairs_per_key,
+            pairs_total: self.max_pairs,
+            pair_idle: self.pair_idle_timeout,
         }
+    }
+
+    /// Clock skew allowed on signed requests.
+    pub fn max_skew(&self) -> Duration {
+        self.max_clock_skew
     }
 }
 
@@ -101,5 +283,322 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {},
         _ = term.recv() => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+    use clap::Parser;
+
+    /// The gateway's flags as its binary declares them.
+    #[derive(Debug, Parser)]
+    struct Gateway {
+        #[command(flatten)]
+        upstream: UpstreamArgs,
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+
+    /// Parses `args` with none of the flags' variables in the environment
+    /// mattering: every flag that the tests rely on is given.
+    fn parse(args: &[&str]) -> Result<Gateway, clap::Error> {
+        Gateway::try_parse_from(std::iter::once("hipobj-gateway").chain(args.iter().copied()))
+    }
+
+    fn err(args: &[&str]) -> String {
+        parse(args).unwrap_err().to_string()
+    }
+
+    const UP: [&str; 6] = [
+        "--upstream",
+        "http://127.0.0.1:9000",
+        "--upstream-access-key",
+        "AK",
+        "--upstream-secret-key",
+        "SK",
+    ];
+
+    fn with_up(extra: &[&str]) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = UP.to_vec();
+        for e in extra {
+            v.push(Box::leak(e.to_string().into_boxed_str()));
+        }
+        v
+    }
+
+    #[test]
+    fn durations_the_human_way() {
+        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration(" 2s "), Ok(Duration::from_secs(2)));
+        assert_eq!(duration("0s"), Ok(Duration::ZERO));
+        for bad in ["", "30", "abc", "-1s", "5 parsecs"] {
+            let e = duration(bad).unwrap_err();
+            assert!(e.contains("30s, 500ms or 10m"), "{bad}: {e}");
+        }
+        assert_eq!(
+            positive_duration("0ms").unwrap_err(),
+            "must be greater than zero"
+        );
+        assert_eq!(positive_duration("1ms"), Ok(Duration::from_millis(1)));
+        assert_eq!(at_least_one("0").unwrap_err(), "must be at least 1");
+        assert_eq!(at_least_one("3"), Ok(3));
+        assert!(at_least_one("x").unwrap_err().starts_with("not a count"));
+    }
+
+    #[test]
+    fn rdma_and_auth_settings_reach_the_config() {
+        let g = parse(&[
+            "--transfer-depth",
+            "8",
+            "--staging-timeout",
+            "2s",
+            "--max-pairs-per-key",
+            "3",
+            "--max-pairs",
+            "5",
+            "--pair-idle-timeout",
+            "90s",
+            "--max-clock-skew",
+            "5m",
+            "--chunk-mib",
+            "2",
+            "--staging-buffers",
+            "16",
+            "--rdma-device",
+            "soft0",
+        ])
+        .unwrap();
+        let r = g.common.rdma();
+        assert_eq!(
+            r,
+            RdmaConfig {
+                device: Some("soft0".into()),
+                chunk_size: 2 << 20,
+                buffers: 16,
+                depth: 8,
+                pool_timeout: Duration::from_secs(2),
+                pairs_per_key: 3,
+                pairs_total: 5,
+                pair_idle: Duration::from_secs(90),
+            }
+        );
+        assert_eq!(g.common.max_skew(), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn defaults_are_the_built_in_values() {
+        let g = parse(&[
+            "--transfer-depth",
+            "4",
+            "--staging-timeout",
+            "30s",
+            "--max-pairs-per-key",
+            "256",
+            "--max-pairs",
+            "1024",
+            "--pair-idle-timeout",
+            "10m",
+            "--chunk-mib",
+            "8",
+            "--staging-buffers",
+            "32",
+        ])
+        .unwrap();
+        let d = RdmaConfig::default();
+        assert_eq!(
+            g.common.rdma(),
+            RdmaConfig {
+                device: g.common.rdma_device.clone(),
+                ..d
+            }
+        );
+        // The declared defaults, as clap reports them, are these values.
+        let cmd = <Gateway as clap::CommandFactory>::command();
+        let default_of = |id: &str| {
+            let arg = cmd.get_arguments().find(|a| a.get_id() == id).unwrap();
+            arg.get_default_values()
+                .iter()
+                .map(|v| v.to_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert_eq!(duration(&default_of("staging_timeout")), Ok(d.pool_timeout));
+        assert_eq!(duration(&default_of("pair_idle_timeout")), Ok(d.pair_idle));
+        assert_eq!(default_of("transfer_depth"), d.depth.to_string());
+        assert_eq!(default_of("max_pairs_per_key"), d.pairs_per_key.to_string());
+        assert_eq!(default_of("max_pairs"), d.pairs_total.to_string());
+        assert_eq!(
+            duration(&default_of("max_clock_skew")),
+            Ok(Duration::from_secs(900))
+        );
+        let o = UpstreamOptions::default();
+        assert_eq!(
+            duration(&default_of("upstream_connect_timeout")),
+            Ok(o.connect_timeout)
+        );
+        assert_eq!(
+            duration(&default_of("upstream_response_timeout")),
+            Ok(o.response_timeout)
+        );
+        assert_eq!(
+            duration(&default_of("upstream_idle_timeout")),
+            Ok(o.pool_idle_timeout)
+        );
+        assert_eq!(
+            duration(&default_of("upstream_health_interval")),
+            Ok(o.health_interval)
+        );
+        assert_eq!(default_of("upstream_retries"), o.retries.to_string());
+        let backoff: Vec<Duration> = default_of("upstream_backoff")
+            .split(',')
+            .map(|d| duration(d).unwrap())
+            .collect();
+        assert_eq!(backoff, o.backoff);
+    }
+
+    #[test]
+    fn zero_is_refused_where_it_means_nothing() {
+        for (flag, value) in [
+            ("--transfer-depth", "0"),
+            ("--max-pairs-per-key", "0"),
+            ("--max-pairs", "0"),
+            ("--staging-timeout", "0s"),
+            ("--pair-idle-timeout", "0ms"),
+            ("--max-clock-skew", "0m"),
+        ] {
+            let e = parse(&[flag, value]).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ValueValidation, "{flag}");
+            let text = e.to_string();
+            assert!(text.contains(flag), "{flag}: {text}");
+            assert!(
+                text.contains("must be greater than zero") || text.contains("must be at least 1"),
+                "{flag}: {text}"
+            );
+        }
+        for flag in [
+            "--upstream-connect-timeout",
+            "--upstream-response-timeout",
+            "--upstream-idle-timeout",
+            "--upstream-health-interval",
+        ] {
+            let text = err(&with_up(&[flag, "0s"]));
+            assert!(text.contains(flag), "{flag}: {text}");
+            assert!(text.contains("must be greater than zero"), "{flag}: {text}");
+        }
+        let text = err(&["--staging-timeout", "thirty"]);
+        assert!(text.contains("write it like 30s"), "{text}");
+        let text = err(&with_up(&["--upstream-retries", "101"]));
+        assert!(text.contains("--upstream-retries"), "{text}");
+    }
+
+    #[test]
+    fn upstream_settings_reach_the_options() {
+        let g = parse(&with_up(&[
+            "--upstream-connect-timeout",
+            "1500ms",
+            "--upstream-response-timeout",
+            "45s",
+            "--upstream-idle-timeout",
+            "2m",
+            "--upstream-retries",
+            "0",
+            "--upstream-backoff",
+            "10ms,1s,5s",
+            "--upstream-health-interval",
+            "750ms",
+        ]))
+        .unwrap();
+        let o = g.upstream.options().unwrap();
+        assert_eq!(
+            o,
+            UpstreamOptions {
+                connect_timeout: Duration::from_millis(1500),
+                response_timeout: Duration::from_secs(45),
+                pool_idle_timeout: Duration::from_secs(120),
+                retries: 0,
+                backoff: vec![
+                    Duration::from_millis(10),
+                    Duration::from_secs(1),
+                    Duration::from_secs(5)
+                ],
+                health_interval: Duration::from_millis(750),
+                ca: CaCerts::none(),
+            }
+        );
+        assert_eq!(
+            g.upstream.config().unwrap(),
+            Some(UpstreamConfig::Remote {
+                endpoint: "http://127.0.0.1:9000".into(),
+                credentials: KeyPair {
+                    access_key: "AK".into(),
+                    secret_key: "SK".into(),
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn upstream_endpoints_and_credentials() {
+        let g = parse(&[
+            "--upstream",
+            "https://a:9000, http://b:9000,",
+            "--upstream-access-key",
+            "AK",
+            "--upstream-secret-key",
+            "SK",
+        ])
+        .unwrap();
+        match g.upstream.config().unwrap() {
+            Some(UpstreamConfig::Cluster { endpoints, .. }) => {
+                assert_eq!(endpoints, ["https://a:9000", "http://b:9000"])
+            }
+            other => panic!("{other:?}"),
+        }
+        let g = parse(&["--upstream", "http://a:1", "--upstream-access-key", "AK"]).unwrap();
+        let e = g.upstream.config().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--upstream-secret-key is required with --upstream"
+        );
+        let g = parse(&[
+            "--upstream",
+            " , ",
+            "--upstream-access-key",
+            "A",
+            "--upstream-secret-key",
+            "S",
+        ])
+        .unwrap();
+        assert!(matches!(g.upstream.config(), Err(ConfigError::NoEndpoint)));
+        // Tuning a store that is not there is a mistake.
+        let e = parse(&["--upstream-retries", "3"]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::MissingRequiredArgument, "{e}");
+        let e = parse(&["--upstream-ca-file", "/x.pem"]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::MissingRequiredArgument, "{e}");
+    }
+
+    #[test]
+    fn a_bad_ca_file_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, "not a certificate\n").unwrap();
+        let g = parse(&with_up(&["--upstream-ca-file", path.to_str().unwrap()])).unwrap();
+        let e = g.upstream.options().unwrap_err();
+        assert!(
+            matches!(e, ConfigError::CaFile(CaFileError::Empty { .. })),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--upstream-ca-file: the CA file {} holds no PEM CERTIFICATE",
+                path.display()
+            )
+        );
     }
 }

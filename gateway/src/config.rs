@@ -28,12 +28,12 @@ impl std::fmt::Debug for KeyPair {
 pub enum UpstreamConfig {
     /// A remote S3 endpoint (MinIO, ...), signed with its own credentials.
     Remote {
-        /// Base URL, `http://host:port`.
+        /// Base URL, `http://host:port` or `https://host:port`.
         endpoint: String,
         /// Credentials for the upstream.
         credentials: KeyPair,
     },
-    /// Several endpoints of one remote store (each `http://host:port`),
+    /// Several endpoints of one remote store (each `http(s)://host:port`),
     /// same credentials: requests go to the first healthy one, in order.
     Cluster {
         /// Base URLs, in order of preference.
@@ -46,6 +46,43 @@ pub enum UpstreamConfig {
         /// Its root directory.
         root: PathBuf,
     },
+}
+
+/// How a remote store (or cluster) is reached: timeouts, connection pool,
+/// retries, health checks and TLS trust. The embedded store ignores them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpstreamOptions {
+    /// How long a TCP connect to the store may take.
+    pub connect_timeout: Duration,
+    /// How long the store may take to send a response head.
+    pub response_timeout: Duration,
+    /// How long an idle pooled connection to the store is kept.
+    pub pool_idle_timeout: Duration,
+    /// Retries of a replayable request after a connection error or a
+    /// 502/503/504 (0: none).
+    pub retries: u32,
+    /// The wait before the first, second, ... retry (the last repeats).
+    pub backoff: Vec<Duration>,
+    /// How often each endpoint of a cluster is probed.
+    pub health_interval: Duration,
+    /// CA certificates trusted for an `https://` store besides the
+    /// system's roots.
+    pub ca: crate::upstream::CaCerts,
+}
+
+impl Default for UpstreamOptions {
+    fn default() -> UpstreamOptions {
+        use crate::upstream::{multi, remote, retry};
+        UpstreamOptions {
+            connect_timeout: remote::CONNECT_TIMEOUT,
+            response_timeout: remote::DEFAULT_RESPONSE_TIMEOUT,
+            pool_idle_timeout: remote::POOL_IDLE_TIMEOUT,
+            retries: retry::DEFAULT_MAX_RETRIES,
+            backoff: retry::DEFAULT_BACKOFF.to_vec(),
+            health_interval: multi::DEFAULT_HEALTH_INTERVAL,
+            ca: crate::upstream::CaCerts::none(),
+        }
+    }
 }
 
 /// The RDMA side.

@@ -281,6 +281,7 @@ async fn get_is_retried_after_a_reset() {
         RemoteOptions {
             response_timeout: Duration::from_secs(30),
             retry: RetryPolicy::none(),
+            ..RemoteOptions::default()
         },
     )
     .unwrap();
@@ -290,6 +291,53 @@ async fn get_is_retried_after_a_reset() {
         .unwrap();
     assert!(up.send(req, Payload::Unsigned).await.is_err());
     assert_eq!(conns.load(Ordering::SeqCst), 1);
+    live.stop().await;
+}
+
+/// The retry count and backoff configured in `UpstreamOptions` (the
+/// gateway's --upstream-retries and --upstream-backoff) are the ones a
+/// built upstream, single or cluster, applies.
+#[tokio::test]
+async fn configured_retries_reach_the_built_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = Server::start(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let options = |retries| hipobj_gateway::config::UpstreamOptions {
+        retries,
+        backoff: vec![Duration::ZERO],
+        // No probe while the test counts connections.
+        health_interval: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    for retries in [0u32, 3] {
+        // Every connection is dropped: one attempt plus `retries`.
+        let (relay, conns) = flaky_relay(live.addr, usize::MAX).await;
+        let cfg = UpstreamConfig::Remote {
+            endpoint: format!("http://{relay}"),
+            credentials: key_pair(),
+        };
+        let up = upstream::build_with(&cfg, "us-east-1", &options(retries)).unwrap();
+        let req = http::Request::builder()
+            .uri("/bucket/obj")
+            .body(Body::empty())
+            .unwrap();
+        let err = up.send(req, Payload::Unsigned).await.unwrap_err();
+        assert!(matches!(err, UpstreamError::Request(_)), "{err:?}");
+        assert_eq!(conns.load(Ordering::SeqCst), 1 + retries as usize);
+
+        // A cluster of that one endpoint retries as often.
+        let (relay, conns) = flaky_relay(live.addr, usize::MAX).await;
+        let cfg = UpstreamConfig::Cluster {
+            endpoints: vec![format!("http://{relay}")],
+            credentials: key_pair(),
+        };
+        let up = upstream::build_with(&cfg, "us-east-1", &options(retries)).unwrap();
+        let req = http::Request::builder()
+            .uri("/bucket/obj")
+            .body(Body::empty())
+            .unwrap();
+        assert!(up.send(req, Payload::Unsigned).await.is_err());
+        assert_eq!(conns.load(Ordering::SeqCst), 1 + retries as usize);
+    }
     live.stop().await;
 }
 
@@ -349,6 +397,7 @@ async fn head_timeout_is_an_error_and_not_retried() {
         RemoteOptions {
             response_timeout: Duration::from_millis(200),
             retry: RetryPolicy::default(),
+            ..RemoteOptions::default()
         },
     )
     .unwrap();

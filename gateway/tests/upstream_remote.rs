@@ -110,8 +110,14 @@ fn build_needs_no_runtime() {
         endpoint: "https://127.0.0.1:9".into(),
         credentials: key_pair(),
     };
+    let up = upstream::build(&https, "us-east-1").unwrap();
+    assert!(up.describe().contains("https://127.0.0.1:9"));
+    let ftp = UpstreamConfig::Remote {
+        endpoint: "ftp://127.0.0.1:9".into(),
+        credentials: key_pair(),
+    };
     assert!(matches!(
-        upstream::build(&https, "us-east-1"),
+        upstream::build(&ftp, "us-east-1"),
         Err(UpstreamError::InvalidEndpoint { .. })
     ));
 }

@@ -9,7 +9,6 @@ use hipobj_gateway::config::EngineConfig;
 use hipobj_gateway::engine::{self, Engine};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The reference RDMA S3 server for tests and for other implementations.
 #[derive(Debug, Parser)]
@@ -34,7 +33,7 @@ async fn main() -> anyhow::Result<()> {
         listen: SocketAddr::new(a.addr, a.port),
         region: a.common.region.clone(),
         credentials: a.common.credentials(),
-        max_skew: Duration::from_secs(15 * 60),
+        max_skew: a.common.max_skew(),
         upstream,
         rdma: a.common.rdma(),
     };

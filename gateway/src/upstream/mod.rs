@@ -6,12 +6,14 @@
 //! is re-addressed to the store, signed with the store's own credentials
 //! (SigV4, through [`crate::auth::sign_request`]) and streamed both ways.
 //! Several remote endpoints of one store are served with failover by
-//! [`multi::MultiUpstream`]; [`retry`] says which requests are retried.
+//! [`multi::MultiUpstream`]; [`retry`] says which requests are retried,
+//! [`tls`] what an `https://` store's certificate is checked against.
 
 pub mod embedded;
 pub mod multi;
 pub mod remote;
 pub mod retry;
+pub mod tls;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -21,12 +23,13 @@ use http::{Request, Response, StatusCode};
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 use crate::body::{Body, BoxError};
-use crate::config::{KeyPair, UpstreamConfig};
+use crate::config::{KeyPair, UpstreamConfig, UpstreamOptions};
 
 pub use self::embedded::EmbeddedUpstream;
 pub use self::multi::{MultiOptions, MultiUpstream};
 pub use self::remote::{RemoteOptions, RemoteUpstream};
 pub use self::retry::RetryPolicy;
+pub use self::tls::{CaCerts, CaFileError};
 
 /// The SHA-256 of an empty payload, in hex.
 pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -56,7 +59,7 @@ impl Payload {
 /// Why a request to the store got no answer.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    /// The configured endpoint is not an `http://host[:port]` URL.
+    /// The configured endpoint is not an `http(s)://host[:port]` URL.
     #[error("invalid upstream endpoint {endpoint:?}: {reason}")]
     InvalidEndpoint {
         /// The endpoint as configured.
@@ -145,17 +148,30 @@ pub trait Upstream: Send + Sync + std::fmt::Debug + 'static {
     fn describe(&self) -> String;
 }
 
-/// Opens the configured store. Spawns nothing and needs no runtime; the
-/// embedded store's root is created if missing.
+/// Opens the configured store with the default [`UpstreamOptions`].
+/// Spawns nothing and needs no runtime; the embedded store's root is
+/// created if missing.
 pub fn build(cfg: &UpstreamConfig, region: &str) -> Result<Arc<dyn Upstream>, UpstreamError> {
+    build_with(cfg, region, &UpstreamOptions::default())
+}
+
+/// Opens the configured store; a remote one (or cluster) connects, times
+/// out, retries, probes and trusts as `options` say (the embedded store
+/// ignores them). Spawns nothing and needs no runtime.
+pub fn build_with(
+    cfg: &UpstreamConfig,
+    region: &str,
+    options: &UpstreamOptions,
+) -> Result<Arc<dyn Upstream>, UpstreamError> {
     match cfg {
         UpstreamConfig::Remote {
             endpoint,
             credentials,
-        } => Ok(Arc::new(RemoteUpstream::new(
+        } => Ok(Arc::new(RemoteUpstream::with_options(
             endpoint,
             credentials.clone(),
             region,
+            remote_options(options),
         )?)),
         UpstreamConfig::Cluster {
             endpoints,
@@ -164,9 +180,31 @@ pub fn build(cfg: &UpstreamConfig, region: &str) -> Result<Arc<dyn Upstream>, Up
             endpoints,
             credentials.clone(),
             region,
-            MultiOptions::default(),
+            multi_options(options),
         )?)),
         UpstreamConfig::Embedded { root } => Ok(Arc::new(EmbeddedUpstream::new(root, region)?)),
+    }
+}
+
+/// What a [`RemoteUpstream`] is built with for `options`.
+pub fn remote_options(options: &UpstreamOptions) -> RemoteOptions {
+    RemoteOptions {
+        response_timeout: options.response_timeout,
+        retry: RetryPolicy {
+            max_retries: options.retries,
+            backoff: options.backoff.clone(),
+        },
+        connect_timeout: options.connect_timeout,
+        pool_idle_timeout: options.pool_idle_timeout,
+        ca: options.ca.clone(),
+    }
+}
+
+/// What a [`MultiUpstream`] is built with for `options`.
+pub fn multi_options(options: &UpstreamOptions) -> MultiOptions {
+    MultiOptions {
+        remote: remote_options(options),
+        health_interval: options.health_interval,
     }
 }
 
@@ -269,6 +307,55 @@ mod tests {
             upstream_path_and_query(&uri),
             Err(UpstreamError::InvalidTarget(_))
         ));
+    }
+
+    #[test]
+    fn defaults_are_the_constructors_defaults() {
+        let d = UpstreamOptions::default();
+        assert_eq!(remote_options(&d), RemoteOptions::default());
+        assert_eq!(multi_options(&d), MultiOptions::default());
+    }
+
+    #[test]
+    fn options_reach_remote_and_multi() {
+        let o = UpstreamOptions {
+            connect_timeout: Duration::from_millis(1500),
+            response_timeout: Duration::from_secs(7),
+            pool_idle_timeout: Duration::from_secs(11),
+            retries: 5,
+            backoff: vec![Duration::from_millis(10), Duration::from_millis(20)],
+            health_interval: Duration::from_secs(3),
+            ca: CaCerts::none(),
+        };
+        let r = remote_options(&o);
+        assert_eq!(r.connect_timeout, Duration::from_millis(1500));
+        assert_eq!(r.response_timeout, Duration::from_secs(7));
+        assert_eq!(r.pool_idle_timeout, Duration::from_secs(11));
+        assert_eq!(r.retry.max_retries, 5);
+        assert_eq!(r.retry.delay(0), Duration::from_millis(10));
+        assert_eq!(r.retry.delay(4), Duration::from_millis(20));
+        let m = multi_options(&o);
+        assert_eq!(m.remote, r);
+        assert_eq!(m.health_interval, Duration::from_secs(3));
+        // Built either way, the options are the upstream's own.
+        let key = KeyPair {
+            access_key: "a".into(),
+            secret_key: "b".into(),
+        };
+        let remote = UpstreamConfig::Remote {
+            endpoint: "http://127.0.0.1:9".into(),
+            credentials: key.clone(),
+        };
+        let s = format!("{:?}", build_with(&remote, "r", &o).unwrap());
+        assert!(s.contains("connect_timeout: 1.5s"), "{s}");
+        assert!(s.contains("max_retries: 5"), "{s}");
+        let cluster = UpstreamConfig::Cluster {
+            endpoints: vec!["http://127.0.0.1:9".into(), "http://127.0.0.1:10".into()],
+            credentials: key,
+        };
+        let s = format!("{:?}", build_with(&cluster, "r", &o).unwrap());
+        assert!(s.contains("health_interval: 3s"), "{s}");
+        assert!(s.contains("response_timeout: 7s"), "{s}");
     }
 
     #[test]

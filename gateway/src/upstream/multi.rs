@@ -36,8 +36,8 @@ pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(5);
 /// How a [`MultiUpstream`] times out, retries and probes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MultiOptions {
-    /// The response-head timeout of every endpoint, and the retry policy
-    /// applied across them.
+    /// The timeouts, pool and TLS trust of every endpoint, and the retry
+    /// policy applied across them.
     pub remote: RemoteOptions,
     /// How often every endpoint is probed.
     pub health_interval: Duration,
@@ -78,6 +78,9 @@ impl std::fmt::Debug for MultiUpstream {
             .field("endpoints", &self.endpoints())
             .field("healthy", &self.healthy())
             .field("region", &self.shared.region)
+            .field("retry", &self.shared.retry)
+            .field("health_interval", &self.shared.health_interval)
+            .field("first", &self.shared.endpoints[0].remote)
             .finish_non_exhaustive()
     }
 }
@@ -99,8 +102,8 @@ impl MultiUpstream {
             });
         }
         let per_endpoint = RemoteOptions {
-            response_timeout: options.remote.response_timeout,
             retry: RetryPolicy::none(),
+            ..options.remote.clone()
         };
         let endpoints = endpoints
             .iter()
@@ -339,7 +342,7 @@ mod tests {
         ));
         assert!(matches!(
             MultiUpstream::new(
-                &["http://a:1", "https://b:2"],
+                &["http://a:1", "ftp://b:2"],
                 key(),
                 "r",
                 MultiOptions::default()

@@ -1,13 +1,11 @@
 //! A remote S3 endpoint (MinIO, Ceph RGW, another s3s server, ...) over
-//! plain HTTP/1.1.
+//! HTTP/1.1, plain (`http://`) or in TLS (`https://`, rustls; see
+//! [`super::tls`] for what is trusted).
 //!
 //! Replayable requests (see [`super::retry`]) are retried on connection
 //! errors and 502/503/504 answers; the response head must come within
 //! [`RemoteOptions::response_timeout`] (default
-//! [`DEFAULT_RESPONSE_TIMEOUT`]).
-//!
-//! Only `http://` endpoints are served: TLS would need a rustls connector
-//! (hyper-rustls and a root store), which the crate does not depend on.
+//! [`DEFAULT_RESPONSE_TIMEOUT`]). A failed TLS handshake is not retried.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,19 +14,21 @@ use futures::future::BoxFuture;
 use http::header::{HeaderValue, HOST};
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri, Version};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::retry::{self, ResponseHeadTimeout, RetryPolicy};
+use super::tls::{self, CaCerts, TlsHandshakeError};
 use super::{Payload, Upstream, UpstreamError};
 use crate::body::{Body, BoxError};
 use crate::config::KeyPair;
 
-/// How long a TCP connect to the store may take.
+/// How long a TCP connect to the store may take, by default.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long an idle pooled connection is kept.
+/// How long an idle pooled connection is kept, by default.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// TCP keep-alive probe interval on connections to the store.
@@ -37,7 +37,7 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
 /// How long the store may take to send the response head, by default.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How a [`RemoteUpstream`] times out and retries.
+/// How a [`RemoteUpstream`] connects, times out and retries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteOptions {
     /// How long the store may take to send the response head (after the
@@ -45,6 +45,13 @@ pub struct RemoteOptions {
     pub response_timeout: Duration,
     /// When replayable requests are sent again.
     pub retry: RetryPolicy,
+    /// How long a TCP connect to the store may take.
+    pub connect_timeout: Duration,
+    /// How long an idle pooled connection is kept.
+    pub pool_idle_timeout: Duration,
+    /// CA certificates trusted for an `https://` store besides the
+    /// system's roots.
+    pub ca: CaCerts,
 }
 
 impl Default for RemoteOptions {
@@ -52,19 +59,24 @@ impl Default for RemoteOptions {
         RemoteOptions {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             retry: RetryPolicy::default(),
+            connect_timeout: CONNECT_TIMEOUT,
+            pool_idle_timeout: POOL_IDLE_TIMEOUT,
+            ca: CaCerts::none(),
         }
     }
 }
 
-/// A remote S3 store at an `http://host[:port]` endpoint, signed with its
-/// own credentials. Cheap to clone: clones share the connection pool.
+/// A remote S3 store at an `http://host[:port]` or `https://host[:port]`
+/// endpoint, signed with its own credentials. Cheap to clone: clones share
+/// the connection pool.
 #[derive(Clone)]
 pub struct RemoteUpstream {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    client: Client<HttpConnector, Body>,
+    client: Client<HttpsConnector<HttpConnector>, Body>,
+    scheme: Scheme,
     endpoint: String,
     authority: Authority,
     host: HeaderValue,
@@ -79,13 +91,15 @@ impl std::fmt::Debug for RemoteUpstream {
             .field("endpoint", &self.inner.endpoint)
             .field("region", &self.inner.region)
             .field("access_key", &self.inner.credentials.access_key)
+            .field("options", &self.inner.options)
             .finish_non_exhaustive()
     }
 }
 
 impl RemoteUpstream {
-    /// A client for the store at `endpoint` (`http://host[:port]`, an
-    /// optional trailing `/`), signing with `credentials` for `region`.
+    /// A client for the store at `endpoint` (`http://host[:port]` or
+    /// `https://host[:port]`, an optional trailing `/`), signing with
+    /// `credentials` for `region`.
     /// Connections are made on first use; nothing is spawned here.
     /// Default [`RemoteOptions`].
     pub fn new(
@@ -108,13 +122,11 @@ impl RemoteUpstream {
             reason,
         };
         let uri: Uri = endpoint.parse().map_err(|_| invalid("not a URL"))?;
-        match uri.scheme() {
-            Some(s) if *s == Scheme::HTTP => {}
-            Some(s) if *s == Scheme::HTTPS => {
-                return Err(invalid("https is not supported; use http://"))
-            }
-            _ => return Err(invalid("the scheme must be http://")),
-        }
+        let scheme = match uri.scheme() {
+            Some(s) if *s == Scheme::HTTP => Scheme::HTTP,
+            Some(s) if *s == Scheme::HTTPS => Scheme::HTTPS,
+            _ => return Err(invalid("the scheme must be http:// or https://")),
+        };
         let authority = uri.authority().cloned().ok_or_else(|| invalid("no host"))?;
         if authority.as_str().contains('@') {
             return Err(invalid("user information is not allowed"));
@@ -126,21 +138,40 @@ impl RemoteUpstream {
         }
         let host = HeaderValue::from_str(authority.as_str()).map_err(|_| invalid("bad host"))?;
 
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        connector.set_nodelay(true);
-        connector.set_keepalive(Some(TCP_KEEPALIVE));
-        connector.enforce_http(true);
+        let mut tcp = HttpConnector::new();
+        tcp.set_connect_timeout(Some(options.connect_timeout));
+        tcp.set_nodelay(true);
+        tcp.set_keepalive(Some(TCP_KEEPALIVE));
+        tcp.enforce_http(false);
+        // An http:// store is never spoken to in TLS, an https:// one never
+        // in the clear.
+        let connector = if scheme == Scheme::HTTPS {
+            let config =
+                tls::client_config(&options.ca).map_err(|_| invalid("TLS cannot be set up"))?;
+            HttpsConnectorBuilder::new()
+                .with_tls_config(config)
+                .https_only()
+                .enable_http1()
+                .wrap_connector(tcp)
+        } else {
+            let config = tls::unused_config().map_err(|_| invalid("TLS cannot be set up"))?;
+            HttpsConnectorBuilder::new()
+                .with_tls_config(config)
+                .https_or_http()
+                .enable_http1()
+                .wrap_connector(tcp)
+        };
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_idle_timeout(options.pool_idle_timeout)
             .set_host(false)
             .build(connector);
 
         Ok(RemoteUpstream {
             inner: Arc::new(Inner {
                 client,
-                endpoint: format!("http://{authority}"),
+                endpoint: format!("{scheme}://{authority}"),
+                scheme,
                 authority,
                 host,
                 credentials,
@@ -150,7 +181,7 @@ impl RemoteUpstream {
         })
     }
 
-    /// The endpoint, `http://host:port`.
+    /// The endpoint, `http://host:port` or `https://host:port`.
     pub fn endpoint(&self) -> &str {
         &self.inner.endpoint
     }
@@ -209,7 +240,7 @@ impl Inner {
         let (mut parts, body) = req.into_parts();
         let path_and_query = super::upstream_path_and_query(&parts.uri)?;
         parts.uri = Uri::builder()
-            .scheme(Scheme::HTTP)
+            .scheme(self.scheme.clone())
             .authority(self.authority.clone())
             .path_and_query(path_and_query)
             .build()
@@ -231,10 +262,13 @@ impl Inner {
     }
 }
 
-/// Sorts a client error into connect failure, connect timeout or a failure
-/// on an established connection.
+/// Sorts a client error into connect failure (a failed TLS handshake said
+/// plainly), connect timeout or a failure on an established connection.
 fn classify(err: hyper_util::client::legacy::Error) -> UpstreamError {
     if err.is_connect() {
+        if let Some(tls) = TlsHandshakeError::find(&err) {
+            return UpstreamError::Connect(Box::new(tls));
+        }
         let mut source: Option<&(dyn std::error::Error + 'static)> =
             std::error::Error::source(&err);
         while let Some(e) = source {
@@ -286,12 +320,14 @@ mod tests {
             "http://127.0.0.1:9000",
             "http://localhost:9000/",
             "http://minio",
+            "https://x:9000",
+            "https://minio.example/",
         ] {
             RemoteUpstream::new(ok, key(), "us-east-1").unwrap();
         }
         for bad in [
-            "https://x:9000",
             "ftp://x",
+            "https://x:9000/bucket",
             "x:9000",
             "http://x:9000/prefix",
             "http://u:p@x:9000",

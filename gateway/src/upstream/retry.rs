@@ -10,7 +10,7 @@
 //! response head) and after a 502, 503 or 504 answer, at most
 //! [`RetryPolicy::max_retries`] times, waiting [`RetryPolicy::backoff`]
 //! between attempts. A response-head timeout is not retried: the store may
-//! still be working on the request.
+//! still be working on the request; nor is a failed TLS handshake.
 
 use std::time::Duration;
 
@@ -91,7 +91,9 @@ pub fn is_retryable_status(status: StatusCode) -> bool {
 /// Whether this failure is a connection error worth another attempt.
 pub fn is_retryable_error(err: &UpstreamError) -> bool {
     match err {
-        UpstreamError::Connect(_) | UpstreamError::ConnectTimeout => true,
+        // A certificate the gateway does not trust stays untrusted.
+        UpstreamError::Connect(e) => !e.is::<super::tls::TlsHandshakeError>(),
+        UpstreamError::ConnectTimeout => true,
         UpstreamError::Request(e) => !e.is::<ResponseHeadTimeout>(),
         _ => false,
     }

@@ -1,0 +1,279 @@
+//! The real `hipobj-gateway` binary in front of a separately started S3
+//! store (`s3s-fs` 0.14.1 as its own process: the one `.ci/run` starts and
+//! names in `HIPOBJ_TEST_S3_ENDPOINT`, `HIPOBJ_TEST_S3_ACCESS_KEY` and
+//! `HIPOBJ_TEST_S3_SECRET_KEY`, else one started here from
+//! `target/tools/bin` or `PATH`). Objects move by RDMA through the gateway
+//! with the client library on the software provider: GET, PUT, multipart
+//! with UploadPart by RDMA, ranged GET; every byte is checked through the
+//! gateway over plain HTTP and straight from the store.
+//!
+//! Without a store to use the test says it was skipped and passes, unless
+//! `REQUIRE_S3S_FS=1`.
+
+mod external_common;
+
+use external_common::*;
+use http::{Method, StatusCode};
+
+/// CreateMultipartUpload through the gateway, parts of `part` bytes by RDMA
+/// from one registered buffer, CompleteMultipartUpload.
+fn multipart_by_rdma(gw: &S3, lib: &hipobj::Hipobj, path: &str, data: &[u8], part: usize) {
+    let created = gw.send(
+        Method::POST,
+        &format!("{path}?uploads"),
+        &[],
+        Vec::new(),
+        false,
+    );
+    assert_eq!(created.status, StatusCode::OK, "{}", created.text());
+    let upload_id = created.xml("UploadId").expect("an UploadId");
+    let mut mem = data.to_vec();
+    let mut parts = String::new();
+    {
+        let buf = lib.register_host(&mut mem).unwrap();
+        let (mut off, mut n) = (0usize, 1);
+        while off < data.len() {
+            let len = part.min(data.len() - off);
+            let mut ops = RdmaOps::new(
+                gw,
+                Method::PUT,
+                &format!("{path}?partNumber={n}&uploadId={upload_id}"),
+            );
+            buf.put(off as u64, len, &mut ops)
+                .unwrap_or_else(|e| panic!("UploadPart {n} by RDMA: {e:?} {:?}", ops.last));
+            let a = ops.answer();
+            assert_eq!(a.header("x-amz-rdma-reply").as_deref(), Some("200"));
+            let etag = a.header("etag").expect("an ETag");
+            parts.push_str(&format!(
+                "<Part><PartNumber>{n}</PartNumber><ETag>{etag}</ETag></Part>"
+            ));
+            off += len;
+            n += 1;
+        }
+    }
+    let done = gw.send(
+        Method::POST,
+        &format!("{path}?uploadId={upload_id}"),
+        &[],
+        format!("<CompleteMultipartUpload>{parts}</CompleteMultipartUpload>").into_bytes(),
+        false,
+    );
+    assert_eq!(done.status, StatusCode::OK, "{}", done.text());
+    assert!(
+        done.text().contains("<CompleteMultipartUploadResult"),
+        "{}",
+        done.text()
+    );
+}
+
+#[test]
+fn rdma_through_the_gateway_to_an_external_store() {
+    let Some((store, _fs)) = external_store("rdma_through_the_gateway_to_an_external_store") else {
+        return;
+    };
+    let direct = store.s3();
+    let answer = direct.get("/");
+    assert_eq!(
+        answer.status,
+        StatusCode::OK,
+        "the store at {} does not answer a signed ListBuckets: {}",
+        store.endpoint,
+        answer.text()
+    );
+
+    // The gateway in front of it, with settings of this change given as
+    // flags and as environment variables.
+    let mut args: Vec<String> = store.gateway_args();
+    args.extend(
+        [
+            "--chunk-mib",
+            "1",
+            "--staging-buffers",
+            "8",
+            "--transfer-depth",
+            "2",
+            "--upstream-connect-timeout",
+            "3s",
+            "--upstream-backoff",
+            "20ms,100ms",
+        ]
+        .map(String::from),
+    );
+    let mut env = store.gateway_env();
+    env.push(("HIPOBJ_UPSTREAM_RESPONSE_TIMEOUT", "60s".into()));
+    env.push(("HIPOBJ_UPSTREAM_RETRIES", "1".into()));
+    env.push(("HIPOBJ_STAGING_TIMEOUT", "1m".into()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let gateway = Gateway::start(&args, &env);
+    let gw = gateway.s3();
+    let ready = gw.get_unsigned("/health/ready");
+    assert_eq!(ready.status, StatusCode::OK, "{}", ready.text());
+
+    let bucket = unique("ext");
+    gw.create_bucket(&bucket);
+    let lib = rdma_client();
+
+    // PUT by RDMA, then GET by RDMA, at sizes around the 1 MiB chunk.
+    for (i, len) in [1usize, 4096, (3 << 20) + 17].into_iter().enumerate() {
+        let path = format!("/{bucket}/obj{i}");
+        let data = pattern(100 + i as u64, len);
+        let mut mem = data.clone();
+        {
+            let buf = lib.register_host(&mut mem).unwrap();
+            let mut ops = RdmaOps::new(&gw, Method::PUT, &path);
+            buf.put(0, len, &mut ops)
+                .unwrap_or_else(|e| panic!("PUT {path} by RDMA: {e:?} {:?}", ops.last));
+            let a = ops.answer();
+            assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+            assert_eq!(a.header("x-amz-rdma-reply").as_deref(), Some("200"));
+            assert!(a.header("etag").is_some());
+        }
+        gw.assert_object(&path, &data);
+        direct.assert_object(&path, &data);
+
+        let mut back = vec![0u8; len];
+        {
+            let buf = lib.register_host(&mut back).unwrap();
+            let mut ops = RdmaOps::new(&gw, Method::GET, &path);
+            buf.get(0, len, &mut ops)
+                .unwrap_or_else(|e| panic!("GET {path} by RDMA: {e:?} {:?}", ops.last));
+            let a = ops.answer();
+            assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+            assert_eq!(
+                a.header("x-amz-rdma-bytes-transferred"),
+                Some(len.to_string())
+            );
+            assert!(a.body.is_empty());
+        }
+        assert!(back == data, "GET of {len} bytes by RDMA");
+    }
+
+    // An object written straight to the store, read by RDMA through the
+    // gateway: whole, then a range across a chunk boundary.
+    let path = format!("/{bucket}/direct.bin");
+    let data = pattern(7, (2 << 20) + 999);
+    assert_eq!(direct.put(&path, data.clone()).status, StatusCode::OK);
+    let mut whole = vec![0u8; data.len()];
+    {
+        let buf = lib.register_host(&mut whole).unwrap();
+        let mut ops = RdmaOps::new(&gw, Method::GET, &path);
+        buf.get(0, data.len(), &mut ops).unwrap();
+        assert_eq!(ops.answer().status, StatusCode::OK);
+    }
+    assert!(whole == data, "GET by RDMA of an object the store holds");
+    let (first, last) = ((1 << 20) - 100, (1 << 20) + 4999);
+    let mut part = vec![0u8; last - first + 1];
+    {
+        let buf = lib.register_host(&mut part).unwrap();
+        let mut ops = RdmaOps::new(&gw, Method::GET, &path)
+            .with_header("range", &format!("bytes={first}-{last}"));
+        buf.get(0, last - first + 1, &mut ops).unwrap();
+        let a = ops.answer();
+        assert_eq!(a.status, StatusCode::PARTIAL_CONTENT, "{}", a.text());
+        assert_eq!(a.header("x-amz-rdma-reply").as_deref(), Some("206"));
+        assert_eq!(
+            a.header("x-amz-rdma-bytes-transferred"),
+            Some((last - first + 1).to_string())
+        );
+    }
+    assert!(part[..] == data[first..=last], "ranged GET by RDMA");
+
+    // Multipart: two 5 MiB parts and a short last one, by RDMA.
+    let path = format!("/{bucket}/multi.bin");
+    let data = pattern(11, (5 << 20) * 2 + 123);
+    multipart_by_rdma(&gw, &lib, &path, &data, 5 << 20);
+    gw.assert_object(&path, &data);
+    direct.assert_object(&path, &data);
+
+    // A listing through the gateway with an empty delimiter (as minio-py
+    // sends it) lists every key of the store.
+    let a = gw.get(&format!("/{bucket}?list-type=2&delimiter=&prefix="));
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+    for key in ["obj0", "obj1", "obj2", "direct.bin", "multi.bin"] {
+        assert!(
+            a.text().contains(&format!("<Key>{key}</Key>")),
+            "{key}: {}",
+            a.text()
+        );
+    }
+
+    // Clean up what a lasting store would keep.
+    for key in ["obj0", "obj1", "obj2", "direct.bin", "multi.bin"] {
+        let a = gw.send(
+            Method::DELETE,
+            &format!("/{bucket}/{key}"),
+            &[],
+            Vec::new(),
+            false,
+        );
+        assert_eq!(a.status, StatusCode::NO_CONTENT, "{}", a.text());
+    }
+    let a = gw.send(
+        Method::DELETE,
+        &format!("/{bucket}"),
+        &[],
+        Vec::new(),
+        false,
+    );
+    assert_eq!(a.status, StatusCode::NO_CONTENT, "{}", a.text());
+    assert_eq!(
+        direct.get(&format!("/{bucket}/obj0")).status,
+        StatusCode::NOT_FOUND
+    );
+    drop(gateway);
+}
+
+/// A setting out of range stops the gateway before it serves, with the
+/// flag named; a variable counts as its flag.
+#[test]
+fn settings_out_of_range_are_refused_at_start() {
+    for (args, env, flag, why) in [
+        (
+            vec!["--transfer-depth", "0"],
+            vec![],
+            "--transfer-depth",
+            "must be at least 1",
+        ),
+        (
+            vec![],
+            vec![("HIPOBJ_STAGING_TIMEOUT", "0s")],
+            "--staging-timeout",
+            "must be greater than zero",
+        ),
+        (
+            vec![],
+            vec![("HIPOBJ_MAX_CLOCK_SKEW", "soon")],
+            "--max-clock-skew",
+            "write it like 30s",
+        ),
+        (
+            vec![
+                "--upstream",
+                "http://127.0.0.1:9",
+                "--upstream-access-key",
+                "a",
+                "--upstream-secret-key",
+                "b",
+            ],
+            vec![("HIPOBJ_UPSTREAM_HEALTH_INTERVAL", "0ms")],
+            "--upstream-health-interval",
+            "must be greater than zero",
+        ),
+        (
+            vec!["--upstream-retries", "1"],
+            vec![],
+            "--upstream",
+            "required",
+        ),
+    ] {
+        match Gateway::spawn(&args, &env) {
+            Started::Listening(g) => panic!("{args:?} {env:?}: started at {}", g.url),
+            Started::Exited(status, log) => {
+                assert_eq!(status.code(), Some(2), "{args:?} {env:?}: {log}");
+                assert!(log.contains(flag), "{args:?} {env:?}: {log}");
+                assert!(log.contains(why), "{args:?} {env:?}: {log}");
+            }
+        }
+    }
+}
