@@ -53,7 +53,7 @@ pub struct CommonArgs {
     pub staging_buffers: usize,
     /// Chunks in flight per RDMA transfer (each holds a staging buffer, so
     /// no more than --staging-buffers are in flight).
-    #[arg(long, env = "HIPOBJ_TRANSFER_DEPTH", default_value = "4", value_parser = at_least_one)]
+    #[arg(long, env = "HIPOBJ_TRANSFER_DEPTH", default_value = "4", value_parser = at_least_one, value_name = "N")]
     pub transfer_depth: usize,
     /// How long a transfer waits for a free staging buffer before it fails
     /// with 503 SlowDown.
@@ -61,10 +61,10 @@ pub struct CommonArgs {
     pub staging_timeout: Duration,
     /// Connected RDMA QP pairs allowed per access key (a handshake beyond
     /// it is answered 503).
-    #[arg(long, env = "HIPOBJ_MAX_PAIRS_PER_KEY", default_value = "256", value_parser = at_least_one)]
+    #[arg(long, env = "HIPOBJ_MAX_PAIRS_PER_KEY", default_value = "256", value_parser = at_least_one, value_name = "N")]
     pub max_pairs_per_key: usize,
     /// Connected RDMA QP pairs allowed in all (whatever the per-key limit).
-    #[arg(long, env = "HIPOBJ_MAX_PAIRS", default_value = "1024", value_parser = at_least_one)]
+    #[arg(long, env = "HIPOBJ_MAX_PAIRS", default_value = "1024", value_parser = at_least_one, value_name = "N")]
     pub max_pairs: usize,
     /// Idle time after which a connected QP pair is dropped (its client
     /// reconnects on its next request).
@@ -120,7 +120,7 @@ pub struct UpstreamArgs {
     pub upstream_idle_timeout: Duration,
     /// Retries of a request without a body (GET, HEAD, DELETE, ...) after a
     /// connection error or a 502/503/504 from the upstream; 0: none.
-    #[arg(long, env = "HIPOBJ_UPSTREAM_RETRIES", default_value = "2", value_parser = clap::value_parser!(u32).range(..=100), requires = "upstream")]
+    #[arg(long, env = "HIPOBJ_UPSTREAM_RETRIES", default_value = "2", value_parser = clap::value_parser!(u32).range(..=100), requires = "upstream", value_name = "N")]
     pub upstream_retries: u32,
     /// The waits before the first, second, ... retry, comma-separated (the
     /// last repeats).
@@ -130,6 +130,15 @@ pub struct UpstreamArgs {
     /// it healthy or down.
     #[arg(long, env = "HIPOBJ_UPSTREAM_HEALTH_INTERVAL", default_value = "5s", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
     pub upstream_health_interval: Duration,
+    /// Remove `encoding-type` from requests to the upstream: for a store that
+    /// answers encoding-type=url without encoding the keys (s3s-fs 0.14), whose
+    /// keys clients would otherwise decode wrongly (`a+b` listed as `a b`).
+    #[arg(
+        long,
+        env = "HIPOBJ_UPSTREAM_DROP_ENCODING_TYPE",
+        requires = "upstream"
+    )]
+    pub upstream_drop_encoding_type: bool,
 }
 
 /// A configuration the flags parse to but the engine cannot run with.
@@ -218,6 +227,7 @@ impl UpstreamArgs {
             backoff: self.upstream_backoff.clone(),
             health_interval: self.upstream_health_interval,
             ca,
+            drop_encoding_type: self.upstream_drop_encoding_type,
         })
     }
 }
@@ -511,6 +521,7 @@ mod tests {
             "10ms,1s,5s",
             "--upstream-health-interval",
             "750ms",
+            "--upstream-drop-encoding-type",
         ]))
         .unwrap();
         let o = g.upstream.options().unwrap();
@@ -528,6 +539,7 @@ mod tests {
                 ],
                 health_interval: Duration::from_millis(750),
                 ca: CaCerts::none(),
+                drop_encoding_type: true,
             }
         );
         assert_eq!(

@@ -68,6 +68,9 @@ pub struct UpstreamOptions {
     /// CA certificates trusted for an `https://` store besides the
     /// system's roots.
     pub ca: crate::upstream::CaCerts,
+    /// Whether listings are asked for without `encoding-type` (for a store
+    /// that echoes `encoding-type=url` without encoding keys: s3s-fs).
+    pub drop_encoding_type: bool,
 }
 
 impl Default for UpstreamOptions {
@@ -81,6 +84,7 @@ impl Default for UpstreamOptions {
             backoff: retry::DEFAULT_BACKOFF.to_vec(),
             health_interval: multi::DEFAULT_HEALTH_INTERVAL,
             ca: crate::upstream::CaCerts::none(),
+            drop_encoding_type: false,
         }
     }
 }

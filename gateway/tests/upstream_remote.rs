@@ -58,6 +58,42 @@ async fn s3_flow() {
     assert!(dir.path().join("bucket/big.bin").is_file());
 }
 
+/// s3s-fs echoes `encoding-type=url` without encoding the keys; with
+/// `drop_encoding_type` the parameter is not sent, and the listing holds
+/// the raw keys without `<EncodingType>`.
+#[tokio::test]
+async fn encoding_type_is_dropped_when_asked() {
+    use upstream_common::call;
+    let dir = tempfile::tempdir().unwrap();
+    let addr = serve_s3s_fs(dir.path()).await;
+    let endpoint = format!("http://{addr}");
+    let plain = RemoteUpstream::new(&endpoint, key_pair(), "us-east-1").unwrap();
+    let dropping = RemoteUpstream::with_options(
+        &endpoint,
+        key_pair(),
+        "us-east-1",
+        upstream::RemoteOptions {
+            drop_encoding_type: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let put = |target| call(&plain, http::Method::PUT, target, bytes::Bytes::new());
+    assert_eq!(put("/bkt").await.status, http::StatusCode::OK);
+    assert_eq!(put("/bkt/a%2Bb%2541").await.status, http::StatusCode::OK);
+    let list = "/bkt?list-type=2&encoding-type=url";
+    let a = call(&plain, http::Method::GET, list, bytes::Bytes::new()).await;
+    assert!(
+        a.text().contains("<EncodingType>url</EncodingType>"),
+        "{}",
+        a.text()
+    );
+    let a = call(&dropping, http::Method::GET, list, bytes::Bytes::new()).await;
+    assert_eq!(a.status, http::StatusCode::OK, "{}", a.text());
+    assert!(!a.text().contains("EncodingType"), "{}", a.text());
+    assert!(a.text().contains("<Key>a+b%41</Key>"), "{}", a.text());
+}
+
 #[tokio::test]
 async fn wrong_credentials_are_answered_by_the_store() {
     let dir = tempfile::tempdir().unwrap();

@@ -83,31 +83,6 @@ fn random_key_pair() -> Result<KeyPair, UpstreamError> {
     })
 }
 
-/// `path_and_query` less any `encoding-type` parameter.
-///
-/// s3s-fs echoes `encoding-type=url` back as `<EncodingType>url</EncodingType>`
-/// in a listing but leaves the keys unencoded, so a client that asked for it
-/// (boto3 always does, minio-py too) URL-decodes raw keys: `a+b` comes back
-/// as `a b`, `100%25` as `100%`. Without the parameter the store answers
-/// with raw keys and no `EncodingType`, which clients take as they are.
-fn without_encoding_type(path_and_query: &str) -> String {
-    let Some((path, query)) = path_and_query.split_once('?') else {
-        return path_and_query.to_owned();
-    };
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|p| {
-            let name = p.split_once('=').map_or(*p, |(n, _)| n);
-            !name.eq_ignore_ascii_case("encoding-type")
-        })
-        .collect();
-    if kept.is_empty() {
-        path.to_owned()
-    } else {
-        format!("{path}?{}", kept.join("&"))
-    }
-}
-
 impl Upstream for EmbeddedUpstream {
     fn send(
         &self,
@@ -118,7 +93,7 @@ impl Upstream for EmbeddedUpstream {
         Box::pin(async move {
             let (mut parts, body) = req.into_parts();
             let path_and_query =
-                without_encoding_type(&super::upstream_path_and_query(&parts.uri)?);
+                super::without_encoding_type(&super::upstream_path_and_query(&parts.uri)?);
             parts.uri = Uri::try_from(path_and_query)
                 .map_err(|e| UpstreamError::InvalidTarget(e.to_string()))?;
             parts.version = Version::HTTP_11;
@@ -165,6 +140,7 @@ mod tests {
 
     #[test]
     fn encoding_type_is_dropped() {
+        use super::super::without_encoding_type;
         assert_eq!(
             without_encoding_type("/b?list-type=2&encoding-type=url&prefix=a"),
             "/b?list-type=2&prefix=a"

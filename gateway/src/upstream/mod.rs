@@ -197,6 +197,7 @@ pub fn remote_options(options: &UpstreamOptions) -> RemoteOptions {
         connect_timeout: options.connect_timeout,
         pool_idle_timeout: options.pool_idle_timeout,
         ca: options.ca.clone(),
+        drop_encoding_type: options.drop_encoding_type,
     }
 }
 
@@ -246,6 +247,33 @@ pub(crate) fn upstream_path_and_query(uri: &http::Uri) -> Result<String, Upstrea
         }
     }
     Ok(out)
+}
+
+/// `path_and_query` less any `encoding-type` parameter.
+///
+/// s3s-fs echoes `encoding-type=url` back as `<EncodingType>url</EncodingType>`
+/// in a listing but leaves the keys unencoded, so a client that asked for it
+/// (boto3 always does, minio-py too) URL-decodes raw keys: `a+b` comes back
+/// as `a b`, `100%25` as `100%`. Without the parameter the store answers
+/// with raw keys and no `EncodingType`, which clients take as they are.
+/// Always done for the embedded store; for a remote one when
+/// [`RemoteOptions::drop_encoding_type`] says so.
+pub(crate) fn without_encoding_type(path_and_query: &str) -> String {
+    let Some((path, query)) = path_and_query.split_once('?') else {
+        return path_and_query.to_owned();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|p| {
+            let name = p.split_once('=').map_or(*p, |(n, _)| n);
+            !name.eq_ignore_ascii_case("encoding-type")
+        })
+        .collect();
+    if kept.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{}", kept.join("&"))
+    }
 }
 
 /// Signs `req` for the store with `credentials`.
@@ -326,11 +354,13 @@ mod tests {
             backoff: vec![Duration::from_millis(10), Duration::from_millis(20)],
             health_interval: Duration::from_secs(3),
             ca: CaCerts::none(),
+            drop_encoding_type: true,
         };
         let r = remote_options(&o);
         assert_eq!(r.connect_timeout, Duration::from_millis(1500));
         assert_eq!(r.response_timeout, Duration::from_secs(7));
         assert_eq!(r.pool_idle_timeout, Duration::from_secs(11));
+        assert!(r.drop_encoding_type);
         assert_eq!(r.retry.max_retries, 5);
         assert_eq!(r.retry.delay(0), Duration::from_millis(10));
         assert_eq!(r.retry.delay(4), Duration::from_millis(20));

@@ -52,6 +52,10 @@ pub struct RemoteOptions {
     /// CA certificates trusted for an `https://` store besides the
     /// system's roots.
     pub ca: CaCerts,
+    /// Whether `encoding-type` is removed from requests (for a store that
+    /// echoes `encoding-type=url` without encoding the keys, as s3s-fs
+    /// 0.14 does; see [`super::without_encoding_type`]).
+    pub drop_encoding_type: bool,
 }
 
 impl Default for RemoteOptions {
@@ -62,6 +66,7 @@ impl Default for RemoteOptions {
             connect_timeout: CONNECT_TIMEOUT,
             pool_idle_timeout: POOL_IDLE_TIMEOUT,
             ca: CaCerts::none(),
+            drop_encoding_type: false,
         }
     }
 }
@@ -238,7 +243,10 @@ impl Inner {
         payload: Payload,
     ) -> Result<Response<Body>, UpstreamError> {
         let (mut parts, body) = req.into_parts();
-        let path_and_query = super::upstream_path_and_query(&parts.uri)?;
+        let mut path_and_query = super::upstream_path_and_query(&parts.uri)?;
+        if self.options.drop_encoding_type {
+            path_and_query = super::without_encoding_type(&path_and_query);
+        }
         parts.uri = Uri::builder()
             .scheme(self.scheme.clone())
             .authority(self.authority.clone())
