@@ -1,10 +1,16 @@
 """The plain (non-RDMA) path of hipobj-gateway with real S3 clients.
 
-Starts `hipobj-gateway --listen 127.0.0.1:<free port>` with its embedded
-s3s-fs store (a temporary directory) and talks to it with boto3, the minio
-client and the aws CLI. Every request goes through the gateway's SigV4
-verification (header auth, presigned URLs, aws-chunked bodies) and is
-proxied to the store.
+Starts `hipobj-gateway --listen 127.0.0.1:<free port>` and talks to it with
+boto3, the minio client and the aws CLI. Every request goes through the
+gateway's SigV4 verification (header auth, presigned URLs, aws-chunked
+bodies) and is proxied to the store. Every test runs in two upstream modes:
+
+- `embedded`: the gateway's embedded s3s-fs store (a temporary directory);
+- `external`: the gateway in front of a separately started S3 server (as
+  `.ci/run` starts s3s-fs), named by `HIPOBJ_TEST_S3_ENDPOINT`,
+  `HIPOBJ_TEST_S3_ACCESS_KEY` and `HIPOBJ_TEST_S3_SECRET_KEY`. Without
+  them these tests are skipped, unless `REQUIRE_S3S_FS=1`, which makes that
+  a failure.
 
 The binary is `$HIPOBJ_GATEWAY_BIN`, by default `target/debug/hipobj-gateway`
 relative to the workspace root. Run with:
@@ -54,9 +60,45 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _external_store():
+    """(endpoint, access key, secret key) of the external store, or None."""
+    endpoint = os.environ.get("HIPOBJ_TEST_S3_ENDPOINT")
+    if not endpoint:
+        return None
+    try:
+        return endpoint, os.environ["HIPOBJ_TEST_S3_ACCESS_KEY"], os.environ["HIPOBJ_TEST_S3_SECRET_KEY"]
+    except KeyError as e:
+        pytest.fail(f"{e.args[0]} must be set with HIPOBJ_TEST_S3_ENDPOINT")
+
+
+@pytest.fixture(scope="session", params=["embedded", "external"])
+def upstream(request):
+    """The upstream mode: None for the embedded store, else the external
+    store's (endpoint, access key, secret key)."""
+    if request.param == "embedded":
+        return None
+    store = _external_store()
+    if store is None:
+        why = "external upstream: HIPOBJ_TEST_S3_ENDPOINT is not set"
+        if os.environ.get("REQUIRE_S3S_FS") == "1":
+            pytest.fail(why + ", and REQUIRE_S3S_FS=1")
+        pytest.skip(why)
+    return store
+
+
 @pytest.fixture(scope="session")
-def endpoint(tmp_path_factory):
-    """The gateway's URL; the process lives for the whole session."""
+def direct(upstream):
+    """A boto3 client straight to the external store (None when embedded)."""
+    if upstream is None:
+        return None
+    endpoint, access, secret = upstream
+    return _client(endpoint, secret=secret, access=access)
+
+
+@pytest.fixture(scope="session")
+def endpoint(tmp_path_factory, upstream):
+    """The gateway's URL; the process lives for the whole session (of its
+    upstream mode)."""
     binary = _gateway_bin()
     if not os.access(binary, os.X_OK):
         pytest.fail(
@@ -66,13 +108,22 @@ def endpoint(tmp_path_factory):
     env = dict(os.environ)
     env.setdefault("RUST_LOG", "warn")
     # The defaults the tests sign with, whatever the caller's environment.
-    for var in ("HIPOBJ_ACCESS_KEY", "HIPOBJ_SECRET_KEY", "HIPOBJ_REGION", "HIPOBJ_UPSTREAM"):
-        env.pop(var, None)
+    for var in list(env):
+        if var in ("HIPOBJ_ACCESS_KEY", "HIPOBJ_SECRET_KEY", "HIPOBJ_REGION", "HIPOBJ_DATA_DIR") or var.startswith(
+            "HIPOBJ_UPSTREAM"
+        ):
+            env.pop(var)
+    args = []
+    if upstream is not None:
+        store, access, secret = upstream
+        # s3s-fs echoes encoding-type=url without encoding the keys.
+        args = ["--upstream", store, "--upstream-access-key", access, "--upstream-drop-encoding-type"]
+        env["HIPOBJ_UPSTREAM_SECRET_KEY"] = secret
     for attempt in range(3):
         port = _free_port()
         log = open(log_path, "ab")
         proc = subprocess.Popen(
-            [binary, "--listen", f"127.0.0.1:{port}"],
+            [binary, "--listen", f"127.0.0.1:{port}", *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -618,7 +669,7 @@ def test_signed_trailer_checksum(endpoint, s3, bucket):
 # minio
 
 
-def test_minio(endpoint, s3):
+def test_minio(endpoint, s3, direct):
     from minio import Minio
     from minio.error import S3Error
 
@@ -670,8 +721,13 @@ def test_minio(endpoint, s3):
     assert listed == ["d/big.bin", "d/small.txt"]
     m.trace_off()
 
-    # What minio wrote, boto3 reads.
+    # What minio wrote, boto3 reads; in front of an external store, the
+    # objects are in that store.
     assert s3.get_object(Bucket=name, Key="d/small.txt")["Body"].read() == small
+    if direct is not None:
+        stored = sorted(o["Key"] for o in direct.list_objects_v2(Bucket=name)["Contents"])
+        assert stored == ["d/big.bin", "d/small.txt", "top.txt"]
+        assert direct.get_object(Bucket=name, Key="d/big.bin")["Body"].read() == big
 
     for obj in ["d/small.txt", "d/big.bin", "top.txt"]:
         m.remove_object(name, obj)
