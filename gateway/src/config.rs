@@ -141,6 +141,8 @@ pub struct EngineConfig {
     pub max_skew: Duration,
     /// Where the objects live.
     pub upstream: UpstreamConfig,
+    /// How a remote store is reached (ignored by the embedded one).
+    pub upstream_options: UpstreamOptions,
     /// The RDMA side.
     pub rdma: RdmaConfig,
 }

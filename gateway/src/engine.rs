@@ -4,7 +4,7 @@
 
 use crate::auth::{self, AuthSettings, BodyMode, Credentials};
 use crate::body::Body;
-use crate::config::{EngineConfig, UpstreamConfig, UpstreamOptions};
+use crate::config::{EngineConfig, UpstreamConfig};
 use crate::rdma::{RdmaEngine, DEFAULT_DC_KEY};
 use crate::s3err::S3Error;
 use crate::upstream::{self, Payload, Upstream};
@@ -40,20 +40,11 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Builds the engine: the store, the RDMA device and the staging pool;
-    /// a remote store with the default [`UpstreamOptions`].
+    /// Builds the engine: the store (a remote one reached as
+    /// `cfg.upstream_options` say), the RDMA device and the staging pool.
     pub fn new(cfg: &EngineConfig) -> Result<Engine, StartError> {
-        Engine::with_upstream_options(cfg, &UpstreamOptions::default())
-    }
-
-    /// As [`Engine::new`], a remote store reached as `options` say
-    /// (timeouts, retries, health checks, TLS trust).
-    pub fn with_upstream_options(
-        cfg: &EngineConfig,
-        options: &UpstreamOptions,
-    ) -> Result<Engine, StartError> {
         crate::metrics::install();
-        let upstream = upstream::build_with(&cfg.upstream, &cfg.region, options)?;
+        let upstream = upstream::build_with(&cfg.upstream, &cfg.region, &cfg.upstream_options)?;
         let rdma = Arc::new(RdmaEngine::open(&cfg.rdma, DEFAULT_DC_KEY)?);
         Ok(Engine {
             creds: Credentials::new(&cfg.credentials),

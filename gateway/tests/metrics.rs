@@ -46,6 +46,7 @@ async fn serve(upstream: UpstreamConfig, store: Option<tempfile::TempDir>) -> Se
         }],
         max_skew: std::time::Duration::from_secs(900),
         upstream,
+        upstream_options: Default::default(),
         rdma: RdmaConfig {
             device: Some("soft0".into()),
             chunk_size: 1 << 20,

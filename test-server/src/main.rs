@@ -35,6 +35,7 @@ async fn main() -> anyhow::Result<()> {
         credentials: a.common.credentials(),
         max_skew: a.common.max_skew(),
         upstream,
+        upstream_options: Default::default(),
         rdma: a.common.rdma(),
     };
     let engine = Arc::new(Engine::new(&cfg).context("starting the engine")?);

@@ -45,10 +45,10 @@ async fn main() -> anyhow::Result<()> {
         credentials: a.common.credentials(),
         max_skew: a.common.max_skew(),
         upstream,
+        upstream_options: options,
         rdma: a.common.rdma(),
     };
-    let engine =
-        Arc::new(Engine::with_upstream_options(&cfg, &options).context("starting the engine")?);
+    let engine = Arc::new(Engine::new(&cfg).context("starting the engine")?);
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("listening on {}", cfg.listen))?;
@@ -62,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
         let _ = out.flush();
     }
     tracing::info!(listen = %local, "hipobj-gateway: {}", engine.describe());
-    tracing::debug!(rdma = ?cfg.rdma, max_skew = ?cfg.max_skew, upstream = ?options, "settings");
+    tracing::debug!(rdma = ?cfg.rdma, max_skew = ?cfg.max_skew, upstream = ?cfg.upstream_options, "settings");
     engine::serve(listener, engine, cli::shutdown_signal()).await?;
     tracing::info!("hipobj-gateway stopped");
     Ok(())

@@ -67,6 +67,7 @@ impl Server {
             }],
             max_skew: Duration::from_secs(15 * 60),
             upstream,
+            upstream_options: Default::default(),
             rdma: RdmaConfig {
                 device: Some("soft0".into()),
                 ..RdmaConfig::default()
