@@ -34,9 +34,11 @@ FROM debian:${DEBIAN_RELEASE}-slim
 # libibverbs1 is the verbs library the gateway loads with dlopen(); the
 # providers are the NIC drivers' user-space halves (mlx5, bnxt_re, ionic,
 # rxe, ...). Without a device the gateway runs on the software provider.
+# ca-certificates: the system roots an https:// upstream is checked against
+# (a private CA: --upstream-ca-file).
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libibverbs1 ibverbs-providers \
+        libibverbs1 ibverbs-providers ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 hipobj \
     && useradd --system --uid 10001 --gid hipobj --home-dir /var/lib/hipobj \
