@@ -12,8 +12,19 @@
 
 mod external_common;
 
-use external_common::*;
+use std::path::Path;
+
+use external_common::{external_store, unique};
+use hipobj_testkit::{
+    assert_object, client, gateway_with, pattern, try_gateway_with, xml_field, NotStarted, RdmaOps,
+    S3,
+};
 use http::{Method, StatusCode};
+
+/// This package's gateway binary.
+fn gateway_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_hipobj-gateway"))
+}
 
 /// CreateMultipartUpload through the gateway, parts of `part` bytes by RDMA
 /// from one registered buffer, CompleteMultipartUpload.
@@ -26,7 +37,7 @@ fn multipart_by_rdma(gw: &S3, lib: &hipobj::Hipobj, path: &str, data: &[u8], par
         false,
     );
     assert_eq!(created.status, StatusCode::OK, "{}", created.text());
-    let upload_id = created.xml("UploadId").expect("an UploadId");
+    let upload_id = xml_field(&created.body, "UploadId").expect("an UploadId");
     let mut mem = data.to_vec();
     let mut parts = String::new();
     {
@@ -41,7 +52,7 @@ fn multipart_by_rdma(gw: &S3, lib: &hipobj::Hipobj, path: &str, data: &[u8], par
             );
             buf.put(off as u64, len, &mut ops)
                 .unwrap_or_else(|e| panic!("UploadPart {n} by RDMA: {e:?} {:?}", ops.last));
-            let a = ops.answer();
+            let a = ops.last();
             assert_eq!(a.header("x-amz-rdma-reply").as_deref(), Some("200"));
             let etag = a.header("etag").expect("an ETag");
             parts.push_str(&format!(
@@ -72,7 +83,7 @@ fn rdma_through_the_gateway_to_an_external_store() {
         return;
     };
     let direct = store.s3();
-    let answer = direct.get("/");
+    let answer = direct.get_plain("/");
     assert_eq!(
         answer.status,
         StatusCode::OK,
@@ -107,14 +118,14 @@ fn rdma_through_the_gateway_to_an_external_store() {
     env.push(("HIPOBJ_STAGING_TIMEOUT", "1m".into()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let gateway = Gateway::start(&args, &env);
-    let gw = gateway.s3();
+    let gateway = gateway_with(gateway_bin(), &args, &env);
+    let gw = S3::new(&gateway.url);
     let ready = gw.get_unsigned("/health/ready");
     assert_eq!(ready.status, StatusCode::OK, "{}", ready.text());
 
     let bucket = unique("ext");
     gw.create_bucket(&bucket);
-    let lib = rdma_client();
+    let lib = client();
 
     // PUT by RDMA, then GET by RDMA, at sizes around the 1 MiB chunk.
     for (i, len) in [1usize, 4096, (3 << 20) + 17].into_iter().enumerate() {
@@ -126,13 +137,13 @@ fn rdma_through_the_gateway_to_an_external_store() {
             let mut ops = RdmaOps::new(&gw, Method::PUT, &path);
             buf.put(0, len, &mut ops)
                 .unwrap_or_else(|e| panic!("PUT {path} by RDMA: {e:?} {:?}", ops.last));
-            let a = ops.answer();
+            let a = ops.last();
             assert_eq!(a.status, StatusCode::OK, "{}", a.text());
             assert_eq!(a.header("x-amz-rdma-reply").as_deref(), Some("200"));
             assert!(a.header("etag").is_some());
         }
-        gw.assert_object(&path, &data);
-        direct.assert_object(&path, &data);
+        assert_object(&gw, &path, &data);
+        assert_object(&direct, &path, &data);
 
         let mut back = vec![0u8; len];
         {
@@ -140,7 +151,7 @@ fn rdma_through_the_gateway_to_an_external_store() {
             let mut ops = RdmaOps::new(&gw, Method::GET, &path);
             buf.get(0, len, &mut ops)
                 .unwrap_or_else(|e| panic!("GET {path} by RDMA: {e:?} {:?}", ops.last));
-            let a = ops.answer();
+            let a = ops.last();
             assert_eq!(a.status, StatusCode::OK, "{}", a.text());
             assert_eq!(
                 a.header("x-amz-rdma-bytes-transferred"),
@@ -155,13 +166,13 @@ fn rdma_through_the_gateway_to_an_external_store() {
     // gateway: whole, then a range across a chunk boundary.
     let path = format!("/{bucket}/direct.bin");
     let data = pattern(7, (2 << 20) + 999);
-    assert_eq!(direct.put(&path, data.clone()).status, StatusCode::OK);
+    assert_eq!(direct.put_plain(&path, data.clone()).status, StatusCode::OK);
     let mut whole = vec![0u8; data.len()];
     {
         let buf = lib.register_host(&mut whole).unwrap();
         let mut ops = RdmaOps::new(&gw, Method::GET, &path);
         buf.get(0, data.len(), &mut ops).unwrap();
-        assert_eq!(ops.answer().status, StatusCode::OK);
+        assert_eq!(ops.last().status, StatusCode::OK);
     }
     assert!(whole == data, "GET by RDMA of an object the store holds");
     let (first, last) = ((1 << 20) - 100, (1 << 20) + 4999);
@@ -171,7 +182,7 @@ fn rdma_through_the_gateway_to_an_external_store() {
         let mut ops = RdmaOps::new(&gw, Method::GET, &path)
             .with_header("range", &format!("bytes={first}-{last}"));
         buf.get(0, last - first + 1, &mut ops).unwrap();
-        let a = ops.answer();
+        let a = ops.last();
         assert_eq!(a.status, StatusCode::PARTIAL_CONTENT, "{}", a.text());
         assert_eq!(a.header("x-amz-rdma-reply").as_deref(), Some("206"));
         assert_eq!(
@@ -185,12 +196,12 @@ fn rdma_through_the_gateway_to_an_external_store() {
     let path = format!("/{bucket}/multi.bin");
     let data = pattern(11, (5 << 20) * 2 + 123);
     multipart_by_rdma(&gw, &lib, &path, &data, 5 << 20);
-    gw.assert_object(&path, &data);
-    direct.assert_object(&path, &data);
+    assert_object(&gw, &path, &data);
+    assert_object(&direct, &path, &data);
 
     // A listing through the gateway with an empty delimiter (as minio-py
     // sends it) lists every key of the store.
-    let a = gw.get(&format!("/{bucket}?list-type=2&delimiter=&prefix="));
+    let a = gw.get_plain(&format!("/{bucket}?list-type=2&delimiter=&prefix="));
     assert_eq!(a.status, StatusCode::OK, "{}", a.text());
     for key in ["obj0", "obj1", "obj2", "direct.bin", "multi.bin"] {
         assert!(
@@ -203,9 +214,9 @@ fn rdma_through_the_gateway_to_an_external_store() {
     // A key that URL-decoding would change, listed as boto3 asks
     // (encoding-type=url): the raw key, not marked as encoded.
     let odd = "a+b%41";
-    let a = gw.put(&format!("/{bucket}/a%2Bb%2541"), b"odd".to_vec());
+    let a = gw.put_plain(&format!("/{bucket}/a%2Bb%2541"), b"odd".to_vec());
     assert_eq!(a.status, StatusCode::OK, "{}", a.text());
-    let a = gw.get(&format!("/{bucket}?list-type=2&encoding-type=url&prefix=a"));
+    let a = gw.get_plain(&format!("/{bucket}?list-type=2&encoding-type=url&prefix=a"));
     assert_eq!(a.status, StatusCode::OK, "{}", a.text());
     assert!(
         a.text().contains(&format!("<Key>{odd}</Key>")),
@@ -213,7 +224,7 @@ fn rdma_through_the_gateway_to_an_external_store() {
         a.text()
     );
     assert!(!a.text().contains("<EncodingType>"), "{}", a.text());
-    direct.assert_object(&format!("/{bucket}/a%2Bb%2541"), b"odd");
+    assert_object(&direct, &format!("/{bucket}/a%2Bb%2541"), b"odd");
 
     // Clean up what a lasting store would keep.
     for key in [
@@ -242,7 +253,7 @@ fn rdma_through_the_gateway_to_an_external_store() {
     );
     assert_eq!(a.status, StatusCode::NO_CONTENT, "{}", a.text());
     assert_eq!(
-        direct.get(&format!("/{bucket}/obj0")).status,
+        direct.get_plain(&format!("/{bucket}/obj0")).status,
         StatusCode::NOT_FOUND
     );
     drop(gateway);
@@ -291,10 +302,14 @@ fn settings_out_of_range_are_refused_at_start() {
             "required",
         ),
     ] {
-        match Gateway::spawn(&args, &env) {
-            Started::Listening(g) => panic!("{args:?} {env:?}: started at {}", g.url),
-            Started::Exited(status, log) => {
-                assert_eq!(status.code(), Some(2), "{args:?} {env:?}: {log}");
+        match try_gateway_with(gateway_bin(), &args, &env) {
+            Ok(g) => panic!("{args:?} {env:?}: started at {}", g.url),
+            Err(NotStarted { status, log, .. }) => {
+                assert_eq!(
+                    status.and_then(|s| s.code()),
+                    Some(2),
+                    "{args:?} {env:?}: {log}"
+                );
                 assert!(log.contains(flag), "{args:?} {env:?}: {log}");
                 assert!(log.contains(why), "{args:?} {env:?}: {log}");
             }

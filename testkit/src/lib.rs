@@ -1,10 +1,12 @@
 //! The end-to-end test harness the workspace's suites share
 //! (`test-server/tests`, `integrations/s3-client/tests`,
-//! `integrations/cli/tests`, and the containers crate in `tests/`):
+//! `integrations/cli/tests`, the gateway binary's tests against an external
+//! store in `gateway/tests`, and the containers crate in `tests/`):
 //!
 //! - [`process`]: servers as processes ([`ServerProc`]: the test server,
 //!   the gateway; stopped with SIGTERM, then SIGKILL after 5 s, each with a
-//!   `TMPDIR` of its own removed when the handle drops), where the
+//!   `TMPDIR` of its own removed when the handle drops; a start that may
+//!   fail as [`NotStarted`], with the server's stderr), where the
 //!   workspace's binaries are ([`workspace_bin`]), free ports, and this
 //!   test binary re-run as a child client process;
 //! - [`s3`]: a signing S3 client ([`S3`]), its [`Answer`]s and assertions on
@@ -26,8 +28,9 @@ pub mod s3;
 
 pub use plain::{BgRuntime, PlainS3};
 pub use process::{
-    free_port, gateway, healthy, spawn_child, stop_child, test_server, wait_ready, workspace_bin,
-    ServerProc, CHILD_READY, CHILD_ROLE,
+    free_port, gateway, gateway_with, healthy, spawn_child, stop_child, test_server,
+    try_gateway_with, wait_ready, workspace_bin, NotStarted, Ready, ServerProc, CHILD_READY,
+    CHILD_ROLE,
 };
 pub use rdma::{client, crc64nvme_b64, handshake, pattern, RdmaOps};
 pub use s3::{assert_absent, assert_error, assert_object, xml_field, Answer, AK, REGION, S3, SK};

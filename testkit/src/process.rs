@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// A binary of the workspace next to this test executable
@@ -71,76 +71,181 @@ pub struct ServerProc {
     pub url: String,
     /// The port it listens on.
     pub port: u16,
+    /// Where its stderr goes, when kept (see [`log`](Self::log)).
+    log: Option<PathBuf>,
     _tmp: tempfile::TempDir,
 }
 
-/// Spawns `cmd` with `RUST_LOG=warn` and a `TMPDIR` of its own.
-fn spawn(mut cmd: Command, what: &str) -> (Child, tempfile::TempDir) {
-    let tmp = tempfile::tempdir().expect("a directory for the server's temporary files");
-    let child = cmd
-        .env("RUST_LOG", "warn")
-        .env("TMPDIR", tmp.path())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {what}: {e}"));
-    (child, tmp)
+/// When a starting server counts as started.
+#[derive(Debug, Clone, Copy)]
+pub enum Ready {
+    /// It has printed the URL it serves as the last word of its first line
+    /// on stdout (`... listening on http://host:port`).
+    Announced,
+    /// `127.0.0.1:port` accepts connections.
+    Listening(u16),
+    /// `GET /health` of `127.0.0.1:port` answers 200.
+    Healthy(u16),
+}
+
+/// A server that did not start: it exited first, printed something else
+/// than its URL, or was not ready within 30 s.
+#[derive(Debug)]
+pub struct NotStarted {
+    /// What happened, for messages.
+    pub why: String,
+    /// Its exit status, when it exited by itself.
+    pub status: Option<ExitStatus>,
+    /// What it wrote to stderr, when kept (else empty).
+    pub log: String,
+}
+
+impl std::fmt::Display for NotStarted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.why)?;
+        if !self.log.is_empty() {
+            write!(f, "; its stderr:\n{}", self.log)?;
+        }
+        Ok(())
+    }
 }
 
 impl ServerProc {
     /// Starts `cmd`, a server that prints the URL it serves as the last
     /// word of its first line on stdout (`... listening on http://...`),
     /// and returns once it has.
-    pub fn start_announcing(mut cmd: Command) -> ServerProc {
-        let what = cmd.get_program().to_string_lossy().into_owned();
-        cmd.stdout(Stdio::piped());
-        let (mut child, tmp) = spawn(cmd, &what);
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line.trim().rsplit(' ').next().unwrap_or("").to_string();
-        let port = url.strip_prefix("http://").and_then(|a| {
-            a.rsplit(':')
-                .next()
-                .and_then(|p| p.trim_end_matches('/').parse().ok())
-        });
-        let Some(port) = port else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what}: unexpected first line {line:?}");
-        };
-        ServerProc {
-            child,
-            url,
-            port,
-            _tmp: tmp,
-        }
+    pub fn start_announcing(cmd: Command) -> ServerProc {
+        Self::launch(cmd, Ready::Announced, false).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts `cmd`, a server that will listen on `127.0.0.1:port`, and
     /// returns once its `/health` answers 200; panics if it exits first or
     /// is not healthy within 30 s.
     pub fn start_serving(cmd: Command, port: u16) -> ServerProc {
+        Self::launch(cmd, Ready::Healthy(port), false).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts `cmd` and returns once it is `ready`, with its stderr kept
+    /// (see [`log`](Self::log)); a [`NotStarted`] with that log when it
+    /// exits first, or is not ready within 30 s (then it is stopped).
+    pub fn try_start(cmd: Command, ready: Ready) -> Result<ServerProc, NotStarted> {
+        Self::launch(cmd, ready, true)
+    }
+
+    /// Spawns `cmd` with `RUST_LOG=warn` (unless it sets `RUST_LOG`) and a
+    /// `TMPDIR` of its own, its stderr kept when `keep_log`, and waits
+    /// until it is `ready`.
+    fn launch(mut cmd: Command, ready: Ready, keep_log: bool) -> Result<ServerProc, NotStarted> {
         let what = cmd.get_program().to_string_lossy().into_owned();
-        let (child, tmp) = spawn(cmd, &what);
+        let tmp = tempfile::tempdir().expect("a directory for the server's temporary files");
+        let log = keep_log.then(|| tmp.path().join("stderr.log"));
+        if let Some(path) = &log {
+            cmd.stderr(std::fs::File::create(path).expect("a file for the server's stderr"));
+        }
+        if matches!(ready, Ready::Announced) {
+            cmd.stdout(Stdio::piped());
+        }
+        if !cmd.get_envs().any(|(k, _)| k == "RUST_LOG") {
+            cmd.env("RUST_LOG", "warn");
+        }
+        let child = cmd
+            .env("TMPDIR", tmp.path())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {what}: {e}"));
         let mut p = ServerProc {
             child,
-            url: format!("http://127.0.0.1:{port}"),
-            port,
+            url: String::new(),
+            port: 0,
+            log,
             _tmp: tmp,
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !p.healthy() {
-            if let Ok(Some(status)) = p.child.try_wait() {
-                panic!("{what} exited at start: {status}");
+        let waited = match ready {
+            Ready::Announced => p.announced(),
+            Ready::Listening(port) => p.await_ready(port, "listening", |url| {
+                std::net::TcpStream::connect(url.trim_start_matches("http://")).is_ok()
+            }),
+            Ready::Healthy(port) => p.await_ready(port, "healthy", healthy),
+        };
+        match waited {
+            Ok(()) => Ok(p),
+            Err((why, status)) => {
+                p.stop();
+                Err(NotStarted {
+                    why: format!("{what}: {why}"),
+                    status,
+                    log: p.log(),
+                })
             }
-            assert!(
-                Instant::now() < deadline,
-                "{what} was not healthy at {} within 30 s",
-                p.url
-            );
+        }
+    }
+
+    /// Reads the URL it announces on its first line. Errors say why, with
+    /// the exit status when it exited by itself.
+    fn announced(&mut self) -> Result<(), (String, Option<ExitStatus>)> {
+        let mut line = String::new();
+        let _ = BufReader::new(self.child.stdout.take().unwrap()).read_line(&mut line);
+        if line.is_empty() {
+            let status = self.exited_within(Duration::from_secs(5));
+            return Err(("ended its stdout before it served".into(), status));
+        }
+        let url = line.trim().rsplit(' ').next().unwrap_or("");
+        let port = url.strip_prefix("http://").and_then(|a| {
+            a.rsplit(':')
+                .next()
+                .and_then(|p| p.trim_end_matches('/').parse().ok())
+        });
+        let Some(port) = port else {
+            return Err((format!("unexpected first line {line:?}"), None));
+        };
+        self.url = url.trim_end_matches('/').to_string();
+        self.port = port;
+        Ok(())
+    }
+
+    /// Waits until `ready(url)` for `127.0.0.1:port`, at most 30 s; errors
+    /// as [`announced`](Self::announced)'s.
+    fn await_ready(
+        &mut self,
+        port: u16,
+        state: &str,
+        ready: impl Fn(&str) -> bool,
+    ) -> Result<(), (String, Option<ExitStatus>)> {
+        self.url = format!("http://127.0.0.1:{port}");
+        self.port = port;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready(&self.url) {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err((format!("exited at start: {status}"), Some(status)));
+            }
+            if Instant::now() >= deadline {
+                return Err((format!("was not {state} at {} within 30 s", self.url), None));
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
-        p
+        Ok(())
+    }
+
+    /// Its exit status, once it has exited within `limit`.
+    fn exited_within(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// What it wrote to stderr so far, when kept ([`try_start`](Self::try_start)),
+    /// else empty.
+    pub fn log(&self) -> String {
+        self.log
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default()
     }
 
     /// The process's id.
@@ -232,6 +337,40 @@ pub fn gateway(bin: &Path, upstream: &str, access_key: &str, secret_key: &str) -
     .stdin(Stdio::null())
     .stdout(Stdio::null());
     ServerProc::start_serving(cmd, port)
+}
+
+/// `hipobj-gateway` (the binary at `bin`) with `args`, and `env` in its
+/// environment, on a loopback port it picks (`--listen 127.0.0.1:0`) and
+/// the software provider, none of the variables of this environment that
+/// name its store, keys or region passed on; once it has printed the URL
+/// it serves. Its stderr is kept ([`ServerProc::log`]); a [`NotStarted`]
+/// with that log when it exits first (a setting refused, ...).
+pub fn try_gateway_with(
+    bin: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<ServerProc, NotStarted> {
+    let mut cmd = Command::new(bin);
+    // The software provider even where the host has a NIC.
+    cmd.args(["--listen", "127.0.0.1:0", "--rdma-device", "soft0"])
+        .args(args);
+    for var in [
+        "HIPOBJ_UPSTREAM",
+        "HIPOBJ_DATA_DIR",
+        "HIPOBJ_ACCESS_KEY",
+        "HIPOBJ_SECRET_KEY",
+        "HIPOBJ_REGION",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied()).stdin(Stdio::null());
+    ServerProc::try_start(cmd, Ready::Announced)
+}
+
+/// As [`try_gateway_with`], which must start: panics with its log.
+#[track_caller]
+pub fn gateway_with(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> ServerProc {
+    try_gateway_with(bin, args, env).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Environment variable naming what a child client process does.

@@ -73,7 +73,8 @@ impl S3 {
         S3::with_keys(url, AK, SK)
     }
 
-    /// A client of `url` signing with `access_key` and `secret_key`.
+    /// A client of `url` (`http://host:port`, a trailing `/` dropped)
+    /// signing with `access_key` and `secret_key`.
     pub fn with_keys(url: &str, access_key: &str, secret_key: &str) -> S3 {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -81,7 +82,7 @@ impl S3 {
             .unwrap();
         let client = Client::builder(TokioExecutor::new()).build_http();
         S3 {
-            url: url.to_string(),
+            url: url.trim_end_matches('/').to_string(),
             access_key: access_key.to_string(),
             secret_key: secret_key.to_string(),
             rt,
@@ -264,6 +265,15 @@ impl S3 {
     /// A signed GET.
     pub fn get_plain(&self, path: &str) -> Answer {
         self.send(Method::GET, path, &[], Vec::new(), false)
+    }
+
+    /// An unsigned GET (the health endpoints); panics when no answer comes.
+    pub fn get_unsigned(&self, path: &str) -> Answer {
+        let req = Request::get(format!("{}{path}", self.url))
+            .body(Body::empty())
+            .unwrap();
+        self.request(req)
+            .unwrap_or_else(|e| panic!("GET {}{path}: {e}", self.url))
     }
 
     /// Creates `bucket`; panics unless it is created.

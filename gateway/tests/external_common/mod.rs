@@ -1,36 +1,19 @@
-//! Processes and clients for tests of the real `hipobj-gateway` binary in
-//! front of a store of its own: the gateway as a child process, an
-//! `s3s-fs` process (the crate's binary, installed by `.ci/run` under
-//! `target/tools/bin`), a signing S3 client, and the client library's
-//! callbacks for RDMA transfers over the software provider.
+//! What only the tests against a separately started S3 store need: the
+//! store (the one `.ci/run` names in `HIPOBJ_TEST_S3_*`, else an `s3s-fs`
+//! process started here from `target/tools/bin` or `PATH`) and whether to
+//! skip without one. The gateway, the S3 client and the RDMA side are
+//! `hipobj-testkit`'s; [`Gateway`], [`Started`] and [`S3`] here are only
+//! its names for `upstream_tls.rs`, which uses them.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::SystemTime;
 
-use bytes::Bytes;
-use hipobj::platform::gpu::NoHip;
-use hipobj::platform::topology::FakeTopology;
-use hipobj::platform::Platform;
-use hipobj::{Config, Hipobj, Options, S3Ops};
-use hipobj_fabric::soft::SoftProvider;
-use hipobj_gateway::body::Body;
-use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
-use http_body_util::BodyExt;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-use sha2::Digest;
-
-/// The keys clients sign with for the gateway (its defaults).
-pub const GATEWAY_AK: &str = "hipobj-test-key";
-/// Its secret.
-pub const GATEWAY_SK: &str = "hipobj-test-secret";
-/// The region everything is signed for.
-pub const REGION: &str = "us-east-1";
+#[allow(unused_imports)]
+pub use hipobj_testkit::pattern;
+use hipobj_testkit::{free_port, try_gateway_with, Answer, Ready, ServerProc};
 
 /// The workspace's root directory.
 pub fn workspace_root() -> PathBuf {
@@ -38,22 +21,6 @@ pub fn workspace_root() -> PathBuf {
         .parent()
         .expect("the gateway crate sits in the workspace")
         .to_path_buf()
-}
-
-/// A free TCP port on loopback (free when asked).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Bytes that differ at every offset and for every seed.
-pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    hipobj_fabric::pattern::fill(seed, 0, &mut v);
-    v
 }
 
 /// A random suffix, so that runs against a lasting store do not collide.
@@ -67,359 +34,6 @@ pub fn unique(prefix: &str) -> String {
         std::process::id(),
         nanos & 0xffff_ffff
     )
-}
-
-/// Stops a child: SIGTERM (it finishes and cleans up), SIGKILL when it has
-/// not exited within 10 s.
-pub fn stop_child(child: &mut Child) {
-    if matches!(child.try_wait(), Ok(Some(_))) {
-        return;
-    }
-    let termed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if termed {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if matches!(child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// An answer: status, headers, whole body.
-#[derive(Debug)]
-pub struct Answer {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-}
-
-impl Answer {
-    /// A header's value as text.
-    pub fn header(&self, name: &str) -> Option<String> {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    }
-
-    /// The body as text, for messages.
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    /// The text of the first `<tag>` element of the body.
-    pub fn xml(&self, tag: &str) -> Option<String> {
-        let s = self.text();
-        let open = format!("<{tag}>");
-        let start = s.find(&open)? + open.len();
-        let end = start + s[start..].find(&format!("</{tag}>"))?;
-        Some(s[start..end].to_string())
-    }
-}
-
-/// A signing S3 client (path-style) for one endpoint and key pair, blocking
-/// on its own runtime.
-pub struct S3 {
-    pub url: String,
-    access_key: String,
-    secret_key: String,
-    rt: tokio::runtime::Runtime,
-    client: Client<HttpConnector, Body>,
-}
-
-impl std::fmt::Debug for S3 {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("S3").field("url", &self.url).finish()
-    }
-}
-
-impl S3 {
-    /// A client of `url` (`http://host:port`) signing with these keys.
-    pub fn new(url: &str, access_key: &str, secret_key: &str) -> S3 {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        S3 {
-            url: url.trim_end_matches('/').to_string(),
-            access_key: access_key.to_string(),
-            secret_key: secret_key.to_string(),
-            rt,
-            client: Client::builder(TokioExecutor::new()).build_http(),
-        }
-    }
-
-    /// One signed request: the body signed by its SHA-256, or as
-    /// UNSIGNED-PAYLOAD when `unsigned`.
-    pub fn send(
-        &self,
-        method: Method,
-        path_and_query: &str,
-        headers: &[(&str, &str)],
-        body: Vec<u8>,
-        unsigned: bool,
-    ) -> Answer {
-        let mut req = Request::builder()
-            .method(method.clone())
-            .uri(format!("{}{}", self.url, path_and_query));
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let hash = if unsigned {
-            "UNSIGNED-PAYLOAD".to_string()
-        } else {
-            hex::encode(sha2::Sha256::digest(&body))
-        };
-        let len = body.len();
-        let mut req = req.body(Body::from(body)).unwrap();
-        req.headers_mut()
-            .insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
-        hipobj_gateway::auth::sign_request(
-            &mut req,
-            &self.access_key,
-            &self.secret_key,
-            REGION,
-            &hash,
-            SystemTime::now(),
-        )
-        .unwrap();
-        self.rt.block_on(async {
-            let resp = self
-                .client
-                .request(req)
-                .await
-                .unwrap_or_else(|e| panic!("{method} {}{path_and_query}: {e}", self.url));
-            let (parts, body) = resp.into_parts();
-            let body = body.collect().await.expect("HTTP body").to_bytes();
-            Answer {
-                status: parts.status,
-                headers: parts.headers,
-                body,
-            }
-        })
-    }
-
-    /// A signed GET.
-    pub fn get(&self, path: &str) -> Answer {
-        self.send(Method::GET, path, &[], Vec::new(), false)
-    }
-
-    /// A signed PUT of `body`.
-    pub fn put(&self, path: &str, body: Vec<u8>) -> Answer {
-        self.send(Method::PUT, path, &[], body, false)
-    }
-
-    /// An unsigned `GET` (health endpoints).
-    pub fn get_unsigned(&self, path: &str) -> Answer {
-        let req = Request::get(format!("{}{path}", self.url))
-            .body(Body::empty())
-            .unwrap();
-        self.rt.block_on(async {
-            let resp = self.client.request(req).await.expect("HTTP request");
-            let (parts, body) = resp.into_parts();
-            let body = body.collect().await.expect("HTTP body").to_bytes();
-            Answer {
-                status: parts.status,
-                headers: parts.headers,
-                body,
-            }
-        })
-    }
-
-    /// Creates `bucket`, which must succeed.
-    #[track_caller]
-    pub fn create_bucket(&self, bucket: &str) {
-        let a = self.put(&format!("/{bucket}"), Vec::new());
-        assert!(a.status.is_success(), "create {bucket}: {a:?}");
-    }
-
-    /// Asserts that a plain signed GET of `path` answers exactly `data`.
-    #[track_caller]
-    pub fn assert_object(&self, path: &str, data: &[u8]) {
-        let a = self.get(path);
-        assert_eq!(
-            a.status,
-            StatusCode::OK,
-            "GET {}{path}: {}",
-            self.url,
-            a.text()
-        );
-        assert_eq!(a.body.len(), data.len(), "GET {}{path}: length", self.url);
-        assert!(
-            a.body[..] == data[..],
-            "GET {}{path}: bytes differ",
-            self.url
-        );
-    }
-}
-
-/// The application's side of an RDMA transfer: each token goes out in a
-/// signed S3 request, and the reply comes back.
-pub struct RdmaOps<'a> {
-    pub s3: &'a S3,
-    pub method: Method,
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub last: Option<Answer>,
-}
-
-impl<'a> RdmaOps<'a> {
-    /// A transfer of `method path` through `s3`.
-    pub fn new(s3: &'a S3, method: Method, path: &str) -> RdmaOps<'a> {
-        RdmaOps {
-            s3,
-            method,
-            path: path.to_string(),
-            headers: Vec::new(),
-            last: None,
-        }
-    }
-
-    /// With a header (a `range`, ...).
-    pub fn with_header(mut self, k: &str, v: &str) -> RdmaOps<'a> {
-        self.headers.push((k.to_string(), v.to_string()));
-        self
-    }
-
-    /// The last answer.
-    pub fn answer(&self) -> &Answer {
-        self.last.as_ref().expect("a request was sent")
-    }
-}
-
-impl S3Ops for RdmaOps<'_> {
-    fn send_request(&mut self, token: &str) -> Result<(), i32> {
-        let mut h: Vec<(&str, &str)> = self
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        h.push((hipobj_wire::headers::RDMA_TOKEN, token));
-        self.last = Some(
-            self.s3
-                .send(self.method.clone(), &self.path, &h, Vec::new(), true),
-        );
-        Ok(())
-    }
-
-    fn recv_reply(&mut self, out: &mut [u8]) -> Result<usize, i32> {
-        let r = self
-            .last
-            .as_ref()
-            .and_then(|a| a.header(hipobj_wire::headers::RDMA_REPLY))
-            .ok_or(-1)?;
-        out.get_mut(..r.len())
-            .ok_or(-2)?
-            .copy_from_slice(r.as_bytes());
-        Ok(r.len())
-    }
-}
-
-/// The client library on the software provider's `soft0`, GPU-less.
-pub fn rdma_client() -> Hipobj {
-    let platform = Platform {
-        hip: Arc::new(NoHip),
-        rdma: Arc::new(SoftProvider::from_env().unwrap()),
-        topology: Arc::new(FakeTopology::default()),
-    };
-    Hipobj::with_platform(platform, Options::default(), &Config::with_nic("soft0")).unwrap()
-}
-
-/// `hipobj-gateway` as a child process, stopped (SIGTERM) on drop. Its
-/// temporary files live in a directory this handle owns; its log is kept
-/// there and shown by [`Gateway::log`].
-pub struct Gateway {
-    child: Child,
-    pub url: String,
-    dir: tempfile::TempDir,
-}
-
-impl std::fmt::Debug for Gateway {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway").field("url", &self.url).finish()
-    }
-}
-
-/// How a gateway start went.
-#[derive(Debug)]
-pub enum Started {
-    /// It listens.
-    Listening(Gateway),
-    /// It exited first, with this status and log.
-    Exited(std::process::ExitStatus, String),
-}
-
-impl Gateway {
-    /// Starts the gateway with `args` and `env` on a free loopback port
-    /// (the software provider, logs at `warn`), and waits for its first
-    /// line on stdout, which names its address; or for its exit.
-    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Started {
-        let dir = tempfile::tempdir().expect("a directory for the gateway");
-        let log_path = dir.path().join("gateway.log");
-        let log = std::fs::File::create(&log_path).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipobj-gateway"));
-        cmd.args(["--listen", "127.0.0.1:0", "--rdma-device", "soft0"])
-            .args(args)
-            .env("RUST_LOG", "warn")
-            .env("TMPDIR", dir.path())
-            .env_remove("HIPOBJ_UPSTREAM")
-            .env_remove("HIPOBJ_DATA_DIR")
-            .env_remove("HIPOBJ_ACCESS_KEY")
-            .env_remove("HIPOBJ_SECRET_KEY")
-            .env_remove("HIPOBJ_REGION")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start hipobj-gateway");
-        let mut line = String::new();
-        let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
-        let Some(url) = line.trim().strip_prefix("hipobj-gateway listening on ") else {
-            let status = child.wait().expect("the gateway's exit");
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            return Started::Exited(status, log);
-        };
-        Started::Listening(Gateway {
-            url: url.to_string(),
-            child,
-            dir,
-        })
-    }
-
-    /// As [`Gateway::spawn`], which must start.
-    #[track_caller]
-    pub fn start(args: &[&str], env: &[(&str, &str)]) -> Gateway {
-        match Gateway::spawn(args, env) {
-            Started::Listening(g) => g,
-            Started::Exited(status, log) => panic!("hipobj-gateway exited ({status}):\n{log}"),
-        }
-    }
-
-    /// What it logged so far.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("gateway.log")).unwrap_or_default()
-    }
-
-    /// A client signing with the gateway's client keys.
-    pub fn s3(&self) -> S3 {
-        S3::new(&self.url, GATEWAY_AK, GATEWAY_SK)
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        stop_child(&mut self.child);
-    }
 }
 
 /// An S3 store reached over the network: its endpoint and keys.
@@ -441,8 +55,8 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// A client straight to the store.
-    pub fn s3(&self) -> S3 {
-        S3::new(&self.endpoint, &self.access_key, &self.secret_key)
+    pub fn s3(&self) -> hipobj_testkit::S3 {
+        hipobj_testkit::S3::with_keys(&self.endpoint, &self.access_key, &self.secret_key)
     }
 
     /// The gateway's flags for this store (the secret goes in the
@@ -463,17 +77,13 @@ impl Store {
 }
 
 /// An `s3s-fs` process on a free loopback port with a data directory of its
-/// own, stopped (and the directory removed) on drop.
+/// own: stopped (SIGTERM) on drop, then the directory removed.
+#[derive(Debug)]
 pub struct S3sFs {
-    child: Child,
+    // Declared first: the process stops before its data goes.
+    _proc: ServerProc,
     pub store: Store,
-    _dir: tempfile::TempDir,
-}
-
-impl std::fmt::Debug for S3sFs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("S3sFs").field("store", &self.store).finish()
-    }
+    _data: tempfile::TempDir,
 }
 
 /// The `s3s-fs` binary: `target/tools/bin/s3s-fs` (where `.ci/run`
@@ -490,53 +100,38 @@ pub fn s3s_fs_binary() -> Option<PathBuf> {
 }
 
 impl S3sFs {
-    /// Starts `binary` and waits until it answers HTTP.
+    /// Starts `binary` and waits until it accepts connections; three tries,
+    /// as the free port it is given may be taken meanwhile.
     pub fn start(binary: &Path) -> S3sFs {
         let access_key = "S3SFSTESTKEY";
         let secret_key = "s3s-fs-test-secret-0123456789";
-        let mut last_log = String::new();
+        let mut last = None;
         for _ in 0..3 {
-            let dir = tempfile::tempdir().expect("a directory for s3s-fs");
-            let data = dir.path().join("data");
-            std::fs::create_dir(&data).unwrap();
-            let log_path = dir.path().join("s3s-fs.log");
+            let data = tempfile::tempdir().expect("a directory for s3s-fs's data");
             let port = free_port();
-            let mut child = Command::new(binary)
-                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            let mut cmd = Command::new(binary);
+            cmd.args(["--host", "127.0.0.1", "--port", &port.to_string()])
                 .args(["--access-key", access_key, "--secret-key", secret_key])
-                .arg(&data)
-                .env("RUST_LOG", "warn")
+                .arg(data.path())
                 .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log_path).unwrap())
-                .spawn()
-                .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                .stdout(Stdio::null());
+            match ServerProc::try_start(cmd, Ready::Listening(port)) {
+                Ok(proc) => {
                     let store = Store {
-                        endpoint: format!("http://127.0.0.1:{port}"),
+                        endpoint: proc.url.clone(),
                         access_key: access_key.into(),
                         secret_key: secret_key.into(),
                     };
                     return S3sFs {
-                        child,
+                        _proc: proc,
                         store,
-                        _dir: dir,
+                        _data: data,
                     };
                 }
-                std::thread::sleep(Duration::from_millis(50));
+                Err(e) => last = Some(e),
             }
-            stop_child(&mut child);
-            last_log = std::fs::read_to_string(&log_path).unwrap_or_default();
         }
-        panic!("s3s-fs did not start:\n{last_log}");
-    }
-}
-
-impl Drop for S3sFs {
-    fn drop(&mut self) {
-        stop_child(&mut self.child);
+        panic!("s3s-fs did not start: {}", last.unwrap());
     }
 }
 
@@ -569,4 +164,82 @@ pub fn external_store(test: &str) -> Option<(Store, Option<S3sFs>)> {
     }
     eprintln!("{test}: skipped: {why}");
     None
+}
+
+/// The testkit's S3 client with the names `upstream_tls.rs` uses.
+#[derive(Debug)]
+pub struct S3(pub hipobj_testkit::S3);
+
+impl Deref for S3 {
+    type Target = hipobj_testkit::S3;
+    fn deref(&self) -> &hipobj_testkit::S3 {
+        &self.0
+    }
+}
+
+impl S3 {
+    /// A signed GET.
+    pub fn get(&self, path: &str) -> Answer {
+        self.0.get_plain(path)
+    }
+
+    /// A signed PUT of `body`.
+    pub fn put(&self, path: &str, body: Vec<u8>) -> Answer {
+        self.0.put_plain(path, body)
+    }
+
+    /// Asserts that a plain signed GET of `path` answers exactly `data`.
+    #[track_caller]
+    pub fn assert_object(&self, path: &str, data: &[u8]) {
+        hipobj_testkit::assert_object(&self.0, path, data);
+    }
+}
+
+/// This package's gateway binary, started by the testkit
+/// ([`try_gateway_with`]): stopped (SIGTERM) on drop.
+#[derive(Debug)]
+pub struct Gateway(ServerProc);
+
+impl Deref for Gateway {
+    type Target = ServerProc;
+    fn deref(&self) -> &ServerProc {
+        &self.0
+    }
+}
+
+/// How a gateway start went.
+#[derive(Debug)]
+pub enum Started {
+    /// It listens.
+    Listening(Gateway),
+    /// It exited first, with this status and log.
+    Exited(ExitStatus, String),
+}
+
+impl Gateway {
+    /// The gateway with `args` and `env`, or how it exited first.
+    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Started {
+        let bin = Path::new(env!("CARGO_BIN_EXE_hipobj-gateway"));
+        match try_gateway_with(bin, args, env) {
+            Ok(p) => Started::Listening(Gateway(p)),
+            Err(e) => match e.status {
+                Some(status) => Started::Exited(status, e.log),
+                None => panic!("{e}"),
+            },
+        }
+    }
+
+    /// As [`Gateway::spawn`], which must start.
+    #[track_caller]
+    pub fn start(args: &[&str], env: &[(&str, &str)]) -> Gateway {
+        match Gateway::spawn(args, env) {
+            Started::Listening(g) => g,
+            Started::Exited(status, log) => panic!("hipobj-gateway exited ({status}):\n{log}"),
+        }
+    }
+
+    /// A client signing with the gateway's client keys.
+    pub fn s3(&self) -> S3 {
+        S3(hipobj_testkit::S3::new(&self.0.url))
+    }
 }
