@@ -7,8 +7,6 @@
 #[allow(dead_code)]
 mod upstream_common;
 
-mod external_common;
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -222,7 +220,8 @@ async fn an_http_client_does_not_speak_to_an_https_store_in_the_clear() {
 /// it starts, is not ready, and answers 502.
 #[test]
 fn the_gateway_binary_in_front_of_an_https_store() {
-    use external_common::{Gateway, S3};
+    use hipobj_testkit::{assert_object, gateway_with, pattern, try_gateway_with, S3};
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_hipobj-gateway"));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -236,14 +235,15 @@ fn the_gateway_binary_in_front_of_an_https_store() {
     let endpoint = format!("https://localhost:{}", addr.port());
     let args = ["--upstream", &endpoint, "--upstream-access-key", ACCESS_KEY];
     let ca = pki.ca_pem.to_str().unwrap();
-    let gw = Gateway::start(
+    let gw = gateway_with(
+        bin,
         &args,
         &[
             ("HIPOBJ_UPSTREAM_SECRET_KEY", SECRET_KEY),
             ("HIPOBJ_UPSTREAM_CA_FILE", ca),
         ],
     );
-    let s3 = gw.s3();
+    let s3 = S3::new(&gw.url);
     let ready = s3.get_unsigned("/health/ready");
     assert_eq!(
         ready.status,
@@ -253,10 +253,10 @@ fn the_gateway_binary_in_front_of_an_https_store() {
         gw.log()
     );
     s3.create_bucket("tls");
-    let data = external_common::pattern(5, 300_000);
-    let a = s3.put("/tls/obj", data.clone());
+    let data = pattern(5, 300_000);
+    let a = s3.put_plain("/tls/obj", data.clone());
     assert_eq!(a.status, StatusCode::OK, "{}", a.text());
-    s3.assert_object("/tls/obj", &data);
+    assert_object(&s3, "/tls/obj", &data);
     assert_eq!(std::fs::read(root.join("tls/obj")).unwrap(), data);
     // Straight to the store in TLS, for comparison.
     let direct =
@@ -272,14 +272,15 @@ fn the_gateway_binary_in_front_of_an_https_store() {
     drop(gw);
 
     let other = pki.other_ca_pem.to_str().unwrap();
-    let gw = Gateway::start(
+    let gw = gateway_with(
+        bin,
         &args,
         &[
             ("HIPOBJ_UPSTREAM_SECRET_KEY", SECRET_KEY),
             ("HIPOBJ_UPSTREAM_CA_FILE", other),
         ],
     );
-    let s3: S3 = gw.s3();
+    let s3 = S3::new(&gw.url);
     let ready = s3.get_unsigned("/health/ready");
     assert_eq!(
         ready.status,
@@ -288,7 +289,7 @@ fn the_gateway_binary_in_front_of_an_https_store() {
         ready.text()
     );
     assert!(ready.text().contains("\"store\":false"), "{}", ready.text());
-    let a = s3.get("/tls/obj");
+    let a = s3.get_plain("/tls/obj");
     assert_eq!(a.status, StatusCode::BAD_GATEWAY, "{}", a.text());
     // The operator's log says why.
     let log = gw.log();
@@ -303,14 +304,19 @@ fn the_gateway_binary_in_front_of_an_https_store() {
     // A CA file that is not one stops the gateway at start, named.
     let bad = dir.path().join("bad.pem");
     std::fs::write(&bad, "nothing\n").unwrap();
-    match Gateway::spawn(
+    match try_gateway_with(
+        bin,
         &args,
         &[
             ("HIPOBJ_UPSTREAM_SECRET_KEY", SECRET_KEY),
             ("HIPOBJ_UPSTREAM_CA_FILE", bad.to_str().unwrap()),
         ],
     ) {
-        external_common::Started::Exited(status, log) => {
+        Err(hipobj_testkit::NotStarted {
+            status: Some(status),
+            log,
+            ..
+        }) => {
             assert!(!status.success());
             assert!(
                 log.contains("--upstream-ca-file: the CA file")
@@ -318,6 +324,7 @@ fn the_gateway_binary_in_front_of_an_https_store() {
                 "{log}"
             );
         }
-        external_common::Started::Listening(g) => panic!("started at {}", g.url),
+        Err(e) => panic!("{e}"),
+        Ok(g) => panic!("started at {}", g.url),
     }
 }

@@ -2,18 +2,14 @@
 //! store (the one `.ci/run` names in `HIPOBJ_TEST_S3_*`, else an `s3s-fs`
 //! process started here from `target/tools/bin` or `PATH`) and whether to
 //! skip without one. The gateway, the S3 client and the RDMA side are
-//! `hipobj-testkit`'s; [`Gateway`], [`Started`] and [`S3`] here are only
-//! its names for `upstream_tls.rs`, which uses them.
+//! `hipobj-testkit`'s.
 #![allow(dead_code)]
 
-use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::SystemTime;
 
-#[allow(unused_imports)]
-pub use hipobj_testkit::pattern;
-use hipobj_testkit::{free_port, try_gateway_with, Answer, Ready, ServerProc};
+use hipobj_testkit::{free_port, Ready, ServerProc};
 
 /// The workspace's root directory.
 pub fn workspace_root() -> PathBuf {
@@ -164,82 +160,4 @@ pub fn external_store(test: &str) -> Option<(Store, Option<S3sFs>)> {
     }
     eprintln!("{test}: skipped: {why}");
     None
-}
-
-/// The testkit's S3 client with the names `upstream_tls.rs` uses.
-#[derive(Debug)]
-pub struct S3(pub hipobj_testkit::S3);
-
-impl Deref for S3 {
-    type Target = hipobj_testkit::S3;
-    fn deref(&self) -> &hipobj_testkit::S3 {
-        &self.0
-    }
-}
-
-impl S3 {
-    /// A signed GET.
-    pub fn get(&self, path: &str) -> Answer {
-        self.0.get_plain(path)
-    }
-
-    /// A signed PUT of `body`.
-    pub fn put(&self, path: &str, body: Vec<u8>) -> Answer {
-        self.0.put_plain(path, body)
-    }
-
-    /// Asserts that a plain signed GET of `path` answers exactly `data`.
-    #[track_caller]
-    pub fn assert_object(&self, path: &str, data: &[u8]) {
-        hipobj_testkit::assert_object(&self.0, path, data);
-    }
-}
-
-/// This package's gateway binary, started by the testkit
-/// ([`try_gateway_with`]): stopped (SIGTERM) on drop.
-#[derive(Debug)]
-pub struct Gateway(ServerProc);
-
-impl Deref for Gateway {
-    type Target = ServerProc;
-    fn deref(&self) -> &ServerProc {
-        &self.0
-    }
-}
-
-/// How a gateway start went.
-#[derive(Debug)]
-pub enum Started {
-    /// It listens.
-    Listening(Gateway),
-    /// It exited first, with this status and log.
-    Exited(ExitStatus, String),
-}
-
-impl Gateway {
-    /// The gateway with `args` and `env`, or how it exited first.
-    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Started {
-        let bin = Path::new(env!("CARGO_BIN_EXE_hipobj-gateway"));
-        match try_gateway_with(bin, args, env) {
-            Ok(p) => Started::Listening(Gateway(p)),
-            Err(e) => match e.status {
-                Some(status) => Started::Exited(status, e.log),
-                None => panic!("{e}"),
-            },
-        }
-    }
-
-    /// As [`Gateway::spawn`], which must start.
-    #[track_caller]
-    pub fn start(args: &[&str], env: &[(&str, &str)]) -> Gateway {
-        match Gateway::spawn(args, env) {
-            Started::Listening(g) => g,
-            Started::Exited(status, log) => panic!("hipobj-gateway exited ({status}):\n{log}"),
-        }
-    }
-
-    /// A client signing with the gateway's client keys.
-    pub fn s3(&self) -> S3 {
-        S3(hipobj_testkit::S3::new(&self.0.url))
-    }
 }
