@@ -52,12 +52,13 @@ pub enum Section {
     Throughput,
     /// 4 KiB GET latency on the three paths.
     Latency,
-    /// Concurrent clients for a fixed count of requests.
-    Concurrency,
     /// One object as large as one registered buffer holds, by RDMA.
     Big,
     /// An object larger than any buffer, by RDMA in parts and ranges.
     Huge,
+    /// Concurrent clients for a fixed count of requests (last: the plain
+    /// proxy's connection buffers stay resident in the gateway after it).
+    Concurrency,
 }
 
 /// `hipobj-bench gateway`.
@@ -150,9 +151,9 @@ impl Plan {
             vec![
                 Section::Throughput,
                 Section::Latency,
-                Section::Concurrency,
                 Section::Big,
                 Section::Huge,
+                Section::Concurrency,
             ]
         } else {
             a.sections.clone()
@@ -734,10 +735,13 @@ fn huge(env: &Env, size: u64, part: u64) -> anyhow::Result<HugeRow> {
             .block_on(env.rdma.abort_multipart_upload(BUCKET, key, &upload_id));
         return Err(e);
     }
+    // Completed at the store itself: s3s-fs joins the parts before it
+    // answers (longer than the gateway waits for an upstream's response
+    // head for large objects); no object bytes move in this request.
     let t = Instant::now();
     env.rt
         .block_on(
-            env.rdma
+            env.direct
                 .complete_multipart_upload(BUCKET, key, &upload_id, &completed),
         )
         .context("CompleteMultipartUpload")?;
@@ -1162,7 +1166,13 @@ fn render(r: &Report<'_>) -> String {
         let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|---|");
         for row in &res.concurrency {
             let over = mib(row.memory.peak_kib) - pool_mib as f64;
-            let within = over <= MEMORY_SLACK_MIB as f64;
+            let within = match row.way {
+                Way::Rdma if over <= MEMORY_SLACK_MIB as f64 => "yes",
+                Way::Rdma => "**no**",
+                // The plain proxy's memory is its connections' buffers,
+                // not the pool; the direct path does not use the gateway.
+                _ => "n/a",
+            };
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {} | {:.2} | {:.3} | {:.1} | {:.1} | {:.0} | {:.0} | {} |",
@@ -1176,9 +1186,14 @@ fn render(r: &Report<'_>) -> String {
                 quantile(&row.lat_ms, 0.99),
                 mib(row.memory.peak_kib),
                 over,
-                if within { "yes" } else { "**no**" }
+                within
             );
         }
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "The gateway's memory is sampled per phase; it does not shrink between phases (the allocator keeps what it had), so a phase's peak is at least the previous one's. RDMA runs first."
+        );
         let verified: usize = res.concurrency.iter().map(|r| r.verified).sum();
         let _ = writeln!(o);
         let _ = writeln!(
@@ -1248,7 +1263,7 @@ fn render(r: &Report<'_>) -> String {
         );
         let _ = writeln!(
             o,
-            "| CompleteMultipartUpload (the store joins the parts) | {:.2} | |",
+            "| CompleteMultipartUpload, sent to s3s-fs directly (it joins the parts before answering) | {:.2} | |",
             h.complete_secs
         );
         let _ = writeln!(
