@@ -111,10 +111,16 @@ pub struct UpstreamArgs {
     /// How long a TCP connect to the upstream may take.
     #[arg(long, env = "HIPOBJ_UPSTREAM_CONNECT_TIMEOUT", default_value = "5s", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
     pub upstream_connect_timeout: Duration,
-    /// How long the upstream may take to send a response head (the body
-    /// is not bounded); a request that times out is not retried.
+    /// How long the upstream may take to send a response head, counted from
+    /// the moment the request body has been sent completely (neither body is
+    /// bounded by it); a request that times out is not retried.
     #[arg(long, env = "HIPOBJ_UPSTREAM_RESPONSE_TIMEOUT", default_value = "30s", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
     pub upstream_response_timeout: Duration,
+    /// As --upstream-response-timeout, for the operations the upstream carries
+    /// out before it answers, whose duration grows with the object:
+    /// CompleteMultipartUpload, CopyObject and UploadPartCopy.
+    #[arg(long, env = "HIPOBJ_UPSTREAM_LONG_OP_TIMEOUT", default_value = "15m", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
+    pub upstream_long_op_timeout: Duration,
     /// How long an idle pooled connection to the upstream is kept open.
     #[arg(long, env = "HIPOBJ_UPSTREAM_IDLE_TIMEOUT", default_value = "90s", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
     pub upstream_idle_timeout: Duration,
@@ -222,6 +228,7 @@ impl UpstreamArgs {
         Ok(UpstreamOptions {
             connect_timeout: self.upstream_connect_timeout,
             response_timeout: self.upstream_response_timeout,
+            long_op_timeout: self.upstream_long_op_timeout,
             pool_idle_timeout: self.upstream_idle_timeout,
             retries: self.upstream_retries,
             backoff: self.upstream_backoff.clone(),
@@ -456,6 +463,10 @@ mod tests {
             Ok(o.response_timeout)
         );
         assert_eq!(
+            duration(&default_of("upstream_long_op_timeout")),
+            Ok(o.long_op_timeout)
+        );
+        assert_eq!(
             duration(&default_of("upstream_idle_timeout")),
             Ok(o.pool_idle_timeout)
         );
@@ -493,6 +504,7 @@ mod tests {
         for flag in [
             "--upstream-connect-timeout",
             "--upstream-response-timeout",
+            "--upstream-long-op-timeout",
             "--upstream-idle-timeout",
             "--upstream-health-interval",
         ] {
@@ -513,6 +525,8 @@ mod tests {
             "1500ms",
             "--upstream-response-timeout",
             "45s",
+            "--upstream-long-op-timeout",
+            "1h",
             "--upstream-idle-timeout",
             "2m",
             "--upstream-retries",
@@ -530,6 +544,7 @@ mod tests {
             UpstreamOptions {
                 connect_timeout: Duration::from_millis(1500),
                 response_timeout: Duration::from_secs(45),
+                long_op_timeout: Duration::from_secs(3600),
                 pool_idle_timeout: Duration::from_secs(120),
                 retries: 0,
                 backoff: vec![

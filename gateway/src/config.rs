@@ -54,8 +54,12 @@ pub enum UpstreamConfig {
 pub struct UpstreamOptions {
     /// How long a TCP connect to the store may take.
     pub connect_timeout: Duration,
-    /// How long the store may take to send a response head.
+    /// How long the store may take to send a response head once the
+    /// request body has been sent.
     pub response_timeout: Duration,
+    /// As `response_timeout`, for CompleteMultipartUpload, CopyObject and
+    /// UploadPartCopy (the store does the work before it answers).
+    pub long_op_timeout: Duration,
     /// How long an idle pooled connection to the store is kept.
     pub pool_idle_timeout: Duration,
     /// Retries of a replayable request after a connection error or a
@@ -79,6 +83,7 @@ impl Default for UpstreamOptions {
         UpstreamOptions {
             connect_timeout: remote::CONNECT_TIMEOUT,
             response_timeout: remote::DEFAULT_RESPONSE_TIMEOUT,
+            long_op_timeout: remote::DEFAULT_LONG_OP_TIMEOUT,
             pool_idle_timeout: remote::POOL_IDLE_TIMEOUT,
             retries: retry::DEFAULT_MAX_RETRIES,
             backoff: retry::DEFAULT_BACKOFF.to_vec(),

@@ -190,6 +190,7 @@ pub fn build_with(
 pub fn remote_options(options: &UpstreamOptions) -> RemoteOptions {
     RemoteOptions {
         response_timeout: options.response_timeout,
+        long_op_timeout: options.long_op_timeout,
         retry: RetryPolicy {
             max_retries: options.retries,
             backoff: options.backoff.clone(),
@@ -349,6 +350,7 @@ mod tests {
         let o = UpstreamOptions {
             connect_timeout: Duration::from_millis(1500),
             response_timeout: Duration::from_secs(7),
+            long_op_timeout: Duration::from_secs(13),
             pool_idle_timeout: Duration::from_secs(11),
             retries: 5,
             backoff: vec![Duration::from_millis(10), Duration::from_millis(20)],
@@ -359,6 +361,7 @@ mod tests {
         let r = remote_options(&o);
         assert_eq!(r.connect_timeout, Duration::from_millis(1500));
         assert_eq!(r.response_timeout, Duration::from_secs(7));
+        assert_eq!(r.long_op_timeout, Duration::from_secs(13));
         assert_eq!(r.pool_idle_timeout, Duration::from_secs(11));
         assert!(r.drop_encoding_type);
         assert_eq!(r.retry.max_retries, 5);
@@ -386,6 +389,7 @@ mod tests {
         let s = format!("{:?}", build_with(&cluster, "r", &o).unwrap());
         assert!(s.contains("health_interval: 3s"), "{s}");
         assert!(s.contains("response_timeout: 7s"), "{s}");
+        assert!(s.contains("long_op_timeout: 13s"), "{s}");
     }
 
     #[test]

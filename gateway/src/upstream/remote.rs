@@ -3,21 +3,34 @@
 //! [`super::tls`] for what is trusted).
 //!
 //! Replayable requests (see [`super::retry`]) are retried on connection
-//! errors and 502/503/504 answers; the response head must come within
-//! [`RemoteOptions::response_timeout`] (default
-//! [`DEFAULT_RESPONSE_TIMEOUT`]). A failed TLS handshake is not retried.
+//! errors and 502/503/504 answers. A failed TLS handshake is not retried.
+//!
+//! The response head must come within [`RemoteOptions::response_timeout`]
+//! (default [`DEFAULT_RESPONSE_TIMEOUT`]) of the moment the request body
+//! has been sent completely: while the body streams (a large PUT from a
+//! slow client, an RDMA PUT to a slow store) the request is bounded by the
+//! body's own progress, not by this timer. Operations the store carries
+//! out before it answers, whose duration grows with the object
+//! (CompleteMultipartUpload, CopyObject, UploadPartCopy: see
+//! [`is_long_operation`]), get [`RemoteOptions::long_op_timeout`] instead
+//! (default [`DEFAULT_LONG_OP_TIMEOUT`]).
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
-use http::header::{HeaderValue, HOST};
+use http::header::{HeaderMap, HeaderValue, HOST};
 use http::uri::{Authority, Scheme};
-use http::{Request, Response, Uri, Version};
+use http::{Method, Request, Response, Uri, Version};
+use http_body::{Frame, SizeHint};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::sync::oneshot;
 
 use super::retry::{self, ResponseHeadTimeout, RetryPolicy};
 use super::tls::{self, CaCerts, TlsHandshakeError};
@@ -37,12 +50,21 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
 /// How long the store may take to send the response head, by default.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long the store may take to answer an operation it carries out
+/// before answering ([`is_long_operation`]), by default.
+pub const DEFAULT_LONG_OP_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
 /// How a [`RemoteUpstream`] connects, times out and retries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteOptions {
-    /// How long the store may take to send the response head (after the
-    /// request was sent); the body is not bounded.
+    /// How long the store may take to send the response head, counted
+    /// from the moment the request body has been sent completely; neither
+    /// the request body nor the response body is bounded by it.
     pub response_timeout: Duration,
+    /// As `response_timeout`, for the operations the store carries out
+    /// before it answers ([`is_long_operation`]: CompleteMultipartUpload,
+    /// CopyObject, UploadPartCopy).
+    pub long_op_timeout: Duration,
     /// When replayable requests are sent again.
     pub retry: RetryPolicy,
     /// How long a TCP connect to the store may take.
@@ -62,6 +84,7 @@ impl Default for RemoteOptions {
     fn default() -> Self {
         RemoteOptions {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            long_op_timeout: DEFAULT_LONG_OP_TIMEOUT,
             retry: RetryPolicy::default(),
             connect_timeout: CONNECT_TIMEOUT,
             pool_idle_timeout: POOL_IDLE_TIMEOUT,
@@ -256,17 +279,99 @@ impl Inner {
         parts.version = Version::HTTP_11;
         parts.headers.insert(HOST, self.host.clone());
         let method = parts.method.clone();
+        let timeout = if is_long_operation(&parts.method, &parts.uri, &parts.headers) {
+            self.options.long_op_timeout
+        } else {
+            self.options.response_timeout
+        };
+        let (body, body_sent) = EndSignal::wrap(body);
         let mut req = Request::from_parts(parts, body);
         super::sign(&mut req, &self.credentials, &self.region, &payload)?;
 
         tracing::debug!(upstream = %self.endpoint, %method, path = req.uri().path(), "to store");
-        let timeout = self.options.response_timeout;
-        let resp = tokio::time::timeout(timeout, self.client.request(req))
-            .await
-            .map_err(|_| UpstreamError::Request(Box::new(ResponseHeadTimeout(timeout))))?
-            .map_err(classify)?;
+        let resp = self.client.request(req);
+        tokio::pin!(resp);
+        // Until the body is sent, the request goes at the body's pace; the
+        // store's response head is awaited from then on. A store may also
+        // answer before it has read the whole body (an error, mostly).
+        let resp = tokio::select! {
+            biased;
+            resp = &mut resp => resp,
+            _ = body_sent => tokio::time::timeout(timeout, &mut resp)
+                .await
+                .map_err(|_| UpstreamError::Request(Box::new(ResponseHeadTimeout(timeout))))?,
+        }
+        .map_err(classify)?;
         tracing::debug!(upstream = %self.endpoint, %method, status = %resp.status(), "from store");
         Ok(resp.map(Body::new))
+    }
+}
+
+/// Whether the store carries out this request before it answers, for a
+/// time that grows with the object: CompleteMultipartUpload (`POST` with an
+/// `uploadId` parameter; the store joins the parts), CopyObject and
+/// UploadPartCopy (an `x-amz-copy-source` header; the store copies the
+/// bytes). Such a request's response head is awaited for
+/// [`RemoteOptions::long_op_timeout`].
+pub fn is_long_operation(method: &Method, uri: &Uri, headers: &HeaderMap) -> bool {
+    if headers.contains_key("x-amz-copy-source") {
+        return true;
+    }
+    *method == Method::POST
+        && uri.query().is_some_and(|q| {
+            q.split('&')
+                .any(|p| p.split_once('=').map_or(p, |(name, _)| name) == "uploadId")
+        })
+}
+
+/// A request body that says when it is done with: its last frame was taken
+/// (or it failed), or the connection let go of it (it sent as many bytes
+/// as `Content-Length` says, or gave up). The receiver completes then.
+struct EndSignal {
+    inner: Body,
+    done: Option<oneshot::Sender<()>>,
+}
+
+impl EndSignal {
+    /// `body` wrapped, and what completes once it is sent (or dropped).
+    fn wrap(body: Body) -> (Body, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        let wrapped = EndSignal {
+            inner: body,
+            done: Some(tx),
+        };
+        (Body::new(wrapped), rx)
+    }
+}
+
+impl http_body::Body for EndSignal {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let out = Pin::new(&mut self.inner).poll_frame(cx);
+        let ended = match &out {
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => true,
+            Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
+            Poll::Pending => false,
+        };
+        if ended {
+            if let Some(done) = self.done.take() {
+                let _ = done.send(());
+            }
+        }
+        out
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -349,6 +454,68 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn long_operations() {
+        let long = |m: Method, target: &str, h: &[(&'static str, &str)]| {
+            let uri: Uri = target.parse().unwrap();
+            let mut headers = HeaderMap::new();
+            for (k, v) in h {
+                headers.insert(*k, HeaderValue::from_str(v).unwrap());
+            }
+            is_long_operation(&m, &uri, &headers)
+        };
+        let copy = [("x-amz-copy-source", "/src/key")];
+        // CompleteMultipartUpload, CopyObject, UploadPartCopy.
+        assert!(long(Method::POST, "/b/k?uploadId=abc", &[]));
+        assert!(long(Method::POST, "/b/k?x=1&uploadId=", &[]));
+        assert!(long(Method::PUT, "/b/k", &copy));
+        assert!(long(Method::PUT, "/b/k?partNumber=2&uploadId=abc", &copy));
+        // Everything else: UploadPart, Create/Abort multipart, ListParts,
+        // PutObject, DeleteObjects, GetObject.
+        assert!(!long(Method::PUT, "/b/k?partNumber=2&uploadId=abc", &[]));
+        assert!(!long(Method::POST, "/b/k?uploads", &[]));
+        assert!(!long(Method::DELETE, "/b/k?uploadId=abc", &[]));
+        assert!(!long(Method::GET, "/b/k?uploadId=abc", &[]));
+        assert!(!long(Method::PUT, "/b/k", &[]));
+        assert!(!long(Method::POST, "/b?delete", &[]));
+        assert!(!long(Method::POST, "/b/k?uploadIdx=1&myuploadId=2", &[]));
+        assert!(!long(Method::GET, "/b/k", &[]));
+    }
+
+    #[tokio::test]
+    async fn end_signal_fires_at_the_end_or_when_dropped() {
+        use http_body_util::BodyExt;
+        use std::future::Future;
+
+        let noop = std::task::Waker::noop();
+        let mut cx = Context::from_waker(noop);
+
+        // Read to its end (a stream knows its end only when it says None).
+        let stream = futures::stream::iter([
+            Ok::<_, std::io::Error>(Bytes::from("ab")),
+            Ok(Bytes::from("cd")),
+        ]);
+        let (mut body, mut sent) = EndSignal::wrap(Body::from_stream(stream));
+        let first = body.frame().await.unwrap().unwrap();
+        assert_eq!(first.into_data().unwrap(), "ab");
+        assert!(Pin::new(&mut sent).poll(&mut cx).is_pending());
+        body.frame().await.unwrap().unwrap();
+        assert!(body.frame().await.is_none());
+        assert!(Pin::new(&mut sent).poll(&mut cx).is_ready());
+
+        // A full body ends with its one frame.
+        let (mut body, mut sent) = EndSignal::wrap(Body::from("xyz"));
+        assert!(Pin::new(&mut sent).poll(&mut cx).is_pending());
+        body.frame().await.unwrap().unwrap();
+        assert!(Pin::new(&mut sent).poll(&mut cx).is_ready());
+
+        // Let go of before its end (Content-Length reached, or given up).
+        let (body, mut sent) = EndSignal::wrap(Body::from("xyz"));
+        assert!(Pin::new(&mut sent).poll(&mut cx).is_pending());
+        drop(body);
+        assert!(Pin::new(&mut sent).poll(&mut cx).is_ready());
     }
 
     #[test]
