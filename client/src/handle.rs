@@ -174,6 +174,19 @@ impl Registered<'_, '_> {
         )
     }
 
+    /// Starts a GET (`Direction::Get`) or PUT of `size` bytes at `offset`
+    /// that the caller drives request by request (see
+    /// [`transfer::Stepwise`]); `Ok(None)` when it must go through
+    /// [`Registered::get`]/[`Registered::put`] instead.
+    pub fn start_stepwise(
+        &self,
+        dir: Direction,
+        offset: u64,
+        size: usize,
+    ) -> Result<Option<(transfer::Stepwise<'_>, String)>> {
+        transfer::Stepwise::start(&self.lib.inst, dir, self.addr, size, Self::offset(offset)?)
+    }
+
     /// A token for an application-driven transfer of `size` bytes at `offset`.
     pub fn token(&self, dir: Direction, offset: u64, size: usize) -> Result<String> {
         transfer::rdma_token(&self.lib.inst, self.addr, Self::offset(offset)?, size, dir)

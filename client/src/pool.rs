@@ -93,6 +93,33 @@ impl ConnectionPool {
         }
     }
 
+    /// Leases a free connection without waiting and without holding its
+    /// slot's lock (`Ok(None)` when none is free), for a transfer driven
+    /// across `await`s ([`crate::transfer::Stepwise`]).
+    pub fn try_detach(&self) -> Result<Option<DetachedLease<'_>>, AcquireError> {
+        let mut s = self.lock();
+        if s.closed {
+            return Err(AcquireError::Closed);
+        }
+        match s.free.pop() {
+            Some(index) => Ok(Some(DetachedLease { pool: self, index })),
+            None if s.live == 0 => Err(AcquireError::Empty),
+            None => Ok(None),
+        }
+    }
+
+    /// Returns slot `index` to the free list, or counts it lost.
+    fn give_back(&self, index: usize, lost: bool) {
+        let mut s = self.lock();
+        if lost {
+            s.live = s.live.saturating_sub(1);
+        } else {
+            s.free.push(index);
+        }
+        drop(s);
+        self.available.notify_all();
+    }
+
     /// Fails every waiting and later `acquire` with `Closed`.
     pub fn close(&self) {
         self.lock().closed = true;
@@ -128,41 +155,71 @@ impl Lease<'_> {
     /// fails replaced; `None` if neither worked (the pool shrinks when the
     /// lease ends).
     pub fn healthy(&mut self) -> Option<&mut RcConnection> {
-        let dev = &self.pool.device;
-        let broken = self.conn.as_ref().is_none_or(|c| c.is_broken());
-        if broken {
-            let reset_ok = match self.conn.as_mut() {
-                Some(c) => c.reset(dev).is_ok(),
-                None => false,
-            };
-            if !reset_ok {
-                *self.conn = match RcConnection::create(dev) {
-                    Ok(c) => {
-                        tracing::warn!(slot = self.index, "replaced a broken RDMA connection");
-                        Some(c)
-                    }
-                    Err(e) => {
-                        tracing::error!(slot = self.index, error = %e, "a broken RDMA connection could not be replaced; the pool shrinks");
-                        None
-                    }
-                };
-            }
-        }
+        make_healthy(&self.pool.device, self.index, &mut self.conn);
         self.conn.as_mut()
+    }
+}
+
+/// Resets a broken connection, or replaces it if that fails; leaves `None`
+/// if neither worked.
+fn make_healthy(dev: &RdmaDevice, index: usize, conn: &mut Option<RcConnection>) {
+    let broken = conn.as_ref().is_none_or(|c| c.is_broken());
+    if broken {
+        let reset_ok = match conn.as_mut() {
+            Some(c) => c.reset(dev).is_ok(),
+            None => false,
+        };
+        if !reset_ok {
+            *conn = match RcConnection::create(dev) {
+                Ok(c) => {
+                    tracing::warn!(slot = index, "replaced a broken RDMA connection");
+                    Some(c)
+                }
+                Err(e) => {
+                    tracing::error!(slot = index, error = %e, "a broken RDMA connection could not be replaced; the pool shrinks");
+                    None
+                }
+            };
+        }
     }
 }
 
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
         LEASES_HELD.with(|c| c.set(c.get().saturating_sub(1)));
-        let lost = self.conn.is_none();
-        let mut s = self.pool.lock();
-        if lost {
-            s.live = s.live.saturating_sub(1);
-        } else {
-            s.free.push(self.index);
-        }
-        drop(s);
-        self.pool.available.notify_all();
+        self.pool.give_back(self.index, self.conn.is_none());
+    }
+}
+
+/// A connection taken off the free list whose slot is locked only for
+/// each step that uses it (nothing else can: it is not free), so that it
+/// can be held across `await`s. Returned to the pool on drop.
+#[derive(Debug)]
+pub struct DetachedLease<'p> {
+    pool: &'p ConnectionPool,
+    index: usize,
+}
+
+impl DetachedLease<'_> {
+    /// The connection's slot, locked.
+    pub fn slot(&self) -> MutexGuard<'_, Option<RcConnection>> {
+        self.pool.slots[self.index]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes the connection usable, as [`Lease::healthy`]; false if it is
+    /// gone.
+    pub fn healthy(&self) -> bool {
+        let mut slot = self.slot();
+        make_healthy(&self.pool.device, self.index, &mut slot);
+        slot.is_some()
+    }
+}
+
+impl Drop for DetachedLease<'_> {
+    fn drop(&mut self) {
+        let lost = self.slot().is_none();
+        self.pool.give_back(self.index, lost);
     }
 }

@@ -131,11 +131,19 @@ fn token_for(inst: &Instance, qp_num: u32, rkey: u32, addr: u64, len: u64) -> St
 
 /// One request/reply round trip through the callbacks.
 fn call(ops: &mut dyn S3Ops, token: &str) -> Result<Reply> {
-    ops.send_request(token)
-        .map_err(|rc| Error::s3(format!("the sendRequest callback failed ({rc})"), None))?;
+    let sent = ops.send_request(token);
+    reply_of(sent, |b| ops.recv_reply(b))
+}
+
+/// The reply of one request, from what `sendRequest` returned and a
+/// `recvReply`.
+fn reply_of(
+    sent: std::result::Result<(), i32>,
+    recv: impl FnOnce(&mut [u8]) -> std::result::Result<usize, i32>,
+) -> Result<Reply> {
+    sent.map_err(|rc| Error::s3(format!("the sendRequest callback failed ({rc})"), None))?;
     let mut buf = [0u8; REPLY_CAPACITY];
-    let n = ops
-        .recv_reply(&mut buf)
+    let n = recv(&mut buf)
         .map_err(|rc| Error::s3(format!("the recvReply callback failed ({rc})"), None))?;
     let raw = buf.get(..n).ok_or_else(|| {
         Error::s3(
@@ -220,6 +228,180 @@ fn exchange(
             format!("the server answered {reply}")
         };
         return Err(Error::s3(what, Some(reply.format())));
+    }
+}
+
+/// What a [`Stepwise`] transfer needs next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Send the S3 request with this token, then pass its outcome to
+    /// [`Stepwise::advance`].
+    Send(String),
+    /// The transfer is complete (the server's success reply came).
+    Done,
+}
+
+/// `hipObjGet` / `hipObjPut` of a host buffer, driven by the application one
+/// request at a time instead of through blocking callbacks: the same
+/// connect-first flow as [`transfer`] (handshake when the leased connection
+/// is not connected, one reconnect and retry on reply 421), so that an
+/// asynchronous application can send its requests without a blocking
+/// thread. Holds a connection of the pool until dropped.
+#[derive(Debug)]
+pub struct Stepwise<'a> {
+    inst: &'a Instance,
+    lease: crate::pool::DetachedLease<'a>,
+    entry: Arc<BufEntry>,
+    dir: Direction,
+    off: u64,
+    size: usize,
+    retried: bool,
+    handshake: bool,
+    /// A transfer token is out and its reply has not been taken.
+    outstanding: bool,
+}
+
+impl Drop for Stepwise<'_> {
+    fn drop(&mut self) {
+        if self.outstanding {
+            // Dropped while the server may still be moving data: reset the
+            // connection, so that nothing more reaches the buffer through it
+            // (the server's pair fails; the next transfer reconnects).
+            if let Some(conn) = self.lease.slot().as_mut() {
+                if let Err(e) = conn.reset(&self.inst.device) {
+                    tracing::warn!(error = %e, "resetting an abandoned transfer's connection failed");
+                }
+            }
+        }
+    }
+}
+
+impl<'a> Stepwise<'a> {
+    /// Starts a transfer and returns the first token to send; `Ok(None)`
+    /// when it cannot run this way now (no connection free, or a buffer that
+    /// is not plain host memory): use [`transfer`] instead.
+    pub fn start(
+        inst: &'a Instance,
+        dir: Direction,
+        addr: usize,
+        size: usize,
+        offset: i64,
+    ) -> Result<Option<(Stepwise<'a>, String)>> {
+        let (entry, off) = lookup(inst, addr, size, offset)?;
+        if entry.kind != Registration::Host {
+            return Ok(None);
+        }
+        let lease = match inst.pool.try_detach() {
+            Ok(Some(l)) => l,
+            Ok(None) => return Ok(None),
+            Err(AcquireError::Closed) => {
+                return Err(Error::new(
+                    OpError::NotInitialized,
+                    "the library was shut down",
+                ))
+            }
+            Err(_) => return Err(Error::rdma("no RDMA connection is left in the pool")),
+        };
+        if !lease.healthy() {
+            return Err(Error::rdma(
+                "the RDMA connection broke and could not be replaced",
+            ));
+        }
+        let mut s = Stepwise {
+            inst,
+            lease,
+            entry,
+            dir,
+            off,
+            size,
+            retried: false,
+            handshake: false,
+            outstanding: false,
+        };
+        let token = s.next_token()?;
+        Ok(Some((s, token)))
+    }
+
+    /// Whether the token last returned is a handshake.
+    pub fn is_handshake(&self) -> bool {
+        self.handshake
+    }
+
+    fn next_token(&mut self) -> Result<String> {
+        let inst = self.inst;
+        let mut slot = self.lease.slot();
+        let conn = slot
+            .as_mut()
+            .ok_or_else(|| Error::rdma("the RDMA connection was lost"))?;
+        if !conn.is_connected() {
+            if conn.peer.is_some() {
+                conn.reset(&inst.device)?;
+            }
+            self.handshake = true;
+            return Ok(token_for(inst, conn.qp.qp_num(), 0, 0, 0));
+        }
+        conn.allow(self.dir.qp_access())?;
+        self.handshake = false;
+        self.outstanding = true;
+        let mr = self.entry.mr(self.dir);
+        Ok(token_for(
+            inst,
+            conn.qp.qp_num(),
+            mr.rkey(),
+            self.entry.token_addr() + self.off,
+            self.size as u64,
+        ))
+    }
+
+    /// Takes the outcome of the request last asked for: `sent` as
+    /// `sendRequest` would return it, and `recv` writing the response's
+    /// `x-amz-rdma-reply` as `recvReply` would.
+    pub fn advance(
+        &mut self,
+        sent: std::result::Result<(), i32>,
+        recv: impl FnOnce(&mut [u8]) -> std::result::Result<usize, i32>,
+    ) -> Result<Step> {
+        // An answer (any answer) ends the server's work on the request; a
+        // request that failed to be sent may still have reached it.
+        if sent.is_ok() {
+            self.outstanding = false;
+        }
+        let reply = reply_of(sent, recv)?;
+        let inst = self.inst;
+        if self.handshake {
+            {
+                let mut slot = self.lease.slot();
+                let conn = slot
+                    .as_mut()
+                    .ok_or_else(|| Error::rdma("the RDMA connection was lost"))?;
+                connect_from_reply(inst, conn, &reply)?;
+            }
+            return self.next_token().map(Step::Send);
+        }
+        if reply.is_success() {
+            return Ok(Step::Done);
+        }
+        if reply.status() == Some(REPLY_RECONNECT) && !self.retried {
+            self.retried = true;
+            {
+                let mut slot = self.lease.slot();
+                let conn = slot
+                    .as_mut()
+                    .ok_or_else(|| Error::rdma("the RDMA connection was lost"))?;
+                tracing::debug!(
+                    qpn = format_args!("{:#x}", conn.qp.qp_num()),
+                    "server does not know this QP pair; reconnecting"
+                );
+                conn.reset(&inst.device)?;
+            }
+            return self.next_token().map(Step::Send);
+        }
+        let what = if reply.is_declined() {
+            "the server declined RDMA (501)".to_string()
+        } else {
+            format!("the server answered {reply}")
+        };
+        Err(Error::s3(what, Some(reply.format())))
     }
 }
 
@@ -337,4 +519,126 @@ pub fn parse_reply(reply: &[u8]) -> Result<u16> {
 pub fn token_client_nic(token: &str) -> Result<String> {
     let t = Token::decode(token).map_err(|e| Error::invalid(format!("invalid token: {e}")))?;
     Ok(t.client_ip().map(|ip| ip.to_string()).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::gpu::NoHip;
+    use crate::platform::topology::FakeTopology;
+    use crate::platform::Platform;
+    use crate::testing::ServerPeer;
+    use crate::{Config, Hipobj, Options};
+    use hipobj_fabric::soft::{SoftConfig, SoftProvider};
+    use std::net::Ipv4Addr;
+    use std::sync::atomic::Ordering;
+
+    fn soft() -> Arc<SoftProvider> {
+        Arc::new(SoftProvider::new(
+            vec![Ipv4Addr::LOCALHOST],
+            SoftConfig { timeout_scale: 0.1 },
+        ))
+    }
+
+    fn one_connection_lib() -> Hipobj {
+        let platform = Platform {
+            hip: Arc::new(NoHip),
+            rdma: soft(),
+            topology: Arc::new(FakeTopology::default()),
+        };
+        let options = Options {
+            max_transfers: 1,
+            ..Options::default()
+        };
+        Hipobj::with_platform(platform, options, &Config::with_nic("soft0")).unwrap()
+    }
+
+    /// Sends each token to the peer until the transfer is done; the tokens sent.
+    fn drive(
+        peer: &ServerPeer,
+        method: &str,
+        key: &str,
+        t: &mut Stepwise<'_>,
+        first: String,
+    ) -> Result<Vec<String>> {
+        let mut tokens = Vec::new();
+        let mut token = first;
+        loop {
+            let reply = peer.serve(method, key, &token);
+            tokens.push(token);
+            let recv = |b: &mut [u8]| {
+                b[..reply.len()].copy_from_slice(reply.as_bytes());
+                Ok(reply.len())
+            };
+            match t.advance(Ok(()), recv)? {
+                Step::Send(next) => token = next,
+                Step::Done => return Ok(tokens),
+            }
+        }
+    }
+
+    #[test]
+    fn stepwise_transfers_handshake_once_reuse_and_reconnect_on_421() {
+        let lib = one_connection_lib();
+        let peer = ServerPeer::new(soft().open_ip(Ipv4Addr::LOCALHOST)).unwrap();
+        let want: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+        peer.put_object("obj", want.clone());
+        let mut mem = vec![0u8; 4096];
+        {
+            let buf = lib.register_host(&mut mem).unwrap();
+
+            let (mut t, first) = buf
+                .start_stepwise(Direction::Get, 0, 4096)
+                .unwrap()
+                .unwrap();
+            assert!(t.is_handshake());
+            // The pool's only connection is leased: a second transfer must
+            // take the blocking path.
+            assert!(buf
+                .start_stepwise(Direction::Get, 0, 4096)
+                .unwrap()
+                .is_none());
+            let tokens = drive(&peer, "GET", "obj", &mut t, first).unwrap();
+            assert_eq!(tokens.len(), 2, "handshake, then the transfer");
+            assert!(Token::decode(&tokens[0]).unwrap().is_handshake());
+            assert_eq!(Token::decode(&tokens[1]).unwrap().len, 4096);
+            drop(t);
+
+            // The connection is back in the pool, connected: one request.
+            let (mut t, first) = buf
+                .start_stepwise(Direction::Put, 0, 4096)
+                .unwrap()
+                .unwrap();
+            assert!(!t.is_handshake());
+            assert_eq!(drive(&peer, "PUT", "copy", &mut t, first).unwrap().len(), 1);
+            drop(t);
+
+            // The server forgot the pair: 421, handshake, transfer again.
+            peer.forget_pairs();
+            let (mut t, first) = buf
+                .start_stepwise(Direction::Get, 0, 4096)
+                .unwrap()
+                .unwrap();
+            assert_eq!(drive(&peer, "GET", "obj", &mut t, first).unwrap().len(), 3);
+        }
+        assert!(mem == want);
+        assert!(*peer.object("copy").unwrap() == want);
+        assert_eq!(peer.stats.handshakes.load(Ordering::Relaxed), 2);
+        assert_eq!(peer.stats.reconnects.load(Ordering::Relaxed), 1);
+        assert_eq!(peer.stats.transfers.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_failed_request_fails_the_stepwise_transfer_and_returns_the_connection() {
+        let lib = one_connection_lib();
+        let mut mem = vec![0u8; 64];
+        let buf = lib.register_host(&mut mem).unwrap();
+        let (mut t, _) = buf.start_stepwise(Direction::Get, 0, 64).unwrap().unwrap();
+        let e = t.advance(Err(-7), |_| Ok(0)).unwrap_err();
+        assert_eq!(e.op, OpError::S3Error);
+        assert!(e.message.contains("(-7)"), "{}", e.message);
+        drop(t);
+        assert_eq!(lib.instance().pool.free(), 1);
+        assert!(buf.start_stepwise(Direction::Get, 0, 64).unwrap().is_some());
+    }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
-use hipobj::Registered;
+use hipobj::{Direction, Registered};
 use hipobj_wire::headers;
 use http::header::{HeaderMap, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, LAST_MODIFIED};
 use http::{Method, StatusCode};
@@ -117,6 +117,24 @@ fn rdma_get_bytes(a: &Answer) -> Option<u64> {
 }
 
 /// The CRC of `len` bytes of `reg` at `off`, read in place.
+/// The CRC64NVME of the bytes an RDMA GET wrote, when the answer declares
+/// a full-object one to compare it with.
+fn verify_crc(
+    ans: &Answer,
+    reg: &Registered<'_, '_>,
+    buf_off: usize,
+    len: usize,
+) -> Option<Result<String>> {
+    let declared = ans.header(headers::CHECKSUM_CRC64NVME);
+    if !declared.as_deref().is_some_and(checksum::is_full_object) {
+        return None;
+    }
+    match rdma_get_bytes(ans) {
+        Some(n) if n <= len as u64 => Some(crc_of(reg, buf_off, n as usize)),
+        _ => None,
+    }
+}
+
 fn crc_of(reg: &Registered<'_, '_>, off: usize, len: usize) -> Result<String> {
     let mut d = Crc64Nvme::new();
     reg.with_bytes(off, len, |b| d.update(b))?;
@@ -502,27 +520,38 @@ impl S3Client {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let (c, r) = (ctx.clone(), req.clone());
-            let (result, actual) = rdma::run_blocking(ctx, reg, move |reg| {
-                let mut ops = Ops::new(c, r);
-                let res = match dir {
-                    Dir::Get => reg.get(buf_off as u64, len, &mut ops),
-                    Dir::Put => reg.put(buf_off as u64, len, &mut ops),
+            let quick = if len <= rdma::STEPWISE_MAX {
+                let d = match dir {
+                    Dir::Get => Direction::Get,
+                    Dir::Put => Direction::Put,
                 };
-                let a = rdma::classify(res, ops);
+                rdma::stepwise(ctx, &req, reg, d, buf_off as u64, len).await
+            } else {
+                None
+            };
+            let (c, r) = (ctx.clone(), req.clone());
+            let (result, actual) = if let Some(a) = quick {
                 let mut actual = None;
                 if let (Attempt::Done(ans), true) = (&a, verify) {
-                    let declared = ans.header(headers::CHECKSUM_CRC64NVME);
-                    if declared.as_deref().is_some_and(checksum::is_full_object) {
-                        actual = match rdma_get_bytes(ans) {
-                            Some(n) if n <= len as u64 => Some(crc_of(reg, buf_off, n as usize)),
-                            _ => None,
-                        };
-                    }
+                    actual = verify_crc(ans, reg, buf_off, len);
                 }
                 (a, actual)
-            })
-            .await?;
+            } else {
+                rdma::run_blocking(ctx, reg, move |reg| {
+                    let mut ops = Ops::new(c, r);
+                    let res = match dir {
+                        Dir::Get => reg.get(buf_off as u64, len, &mut ops),
+                        Dir::Put => reg.put(buf_off as u64, len, &mut ops),
+                    };
+                    let a = rdma::classify(res, ops);
+                    let mut actual = None;
+                    if let (Attempt::Done(ans), true) = (&a, verify) {
+                        actual = verify_crc(ans, reg, buf_off, len);
+                    }
+                    (a, actual)
+                })
+                .await?
+            };
             let actual = actual.transpose()?;
             match result {
                 Attempt::Done(a) => return Ok(Ok((a, attempt, actual))),
@@ -963,6 +992,8 @@ impl S3Client {
         let cfg = &self.inner.cfg;
         let plan = self.plan();
         let crc = match &plan {
+            // A small buffer's checksum costs less than a thread hop.
+            Plan::Rdma(_) if len <= rdma::STEPWISE_MAX => crc_of(reg, offset, len)?,
             Plan::Rdma(ctx) => {
                 rdma::run_blocking(ctx, reg, move |r| crc_of(r, offset, len)).await??
             }

@@ -8,7 +8,8 @@ use std::sync::{Arc, Condvar, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hipobj::{Registered, S3Ops};
+use hipobj::transfer::Step;
+use hipobj::{Direction, Registered, S3Ops};
 use hipobj_wire::{headers, Reply, Token};
 use http::header::HeaderMap;
 use http::{Method, StatusCode};
@@ -58,7 +59,9 @@ pub(crate) struct RdmaContext {
     pub endpoint: h::Endpoint,
     pub connect_timeout: Duration,
     pub bind: bool,
-    clients: Mutex<HashMap<Option<IpAddr>, HttpClient>>,
+    /// Clients whose connections run on the RDMA runtime (blocking
+    /// transfers) and on the caller's (stepwise ones), by local address.
+    clients: Mutex<HashMap<(Option<IpAddr>, bool), HttpClient>>,
 }
 
 impl RdmaContext {
@@ -84,10 +87,12 @@ impl RdmaContext {
         })
     }
 
-    /// The client whose connections are bound to `local`.
-    fn client(&self, local: Option<IpAddr>) -> HttpClient {
+    /// The client whose connections are bound to `local`; `caller`: the
+    /// one used from the caller's runtime (its connections' tasks run
+    /// there), else the RDMA runtime's.
+    fn client(&self, local: Option<IpAddr>, caller: bool) -> HttpClient {
         let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        m.entry(local)
+        m.entry((local, caller))
             .or_insert_with(|| h::client(local, self.connect_timeout))
             .clone()
     }
@@ -162,7 +167,15 @@ impl Ops {
         }
     }
 
-    fn request(&self, token: &str, handshake: bool) -> Result<Answer> {
+    /// The signed request of `token`, the client to send it with and its
+    /// limit. `caller`: the client of the caller's runtime, else of the
+    /// RDMA runtime.
+    fn prepare(
+        &self,
+        token: &str,
+        handshake: bool,
+        caller: bool,
+    ) -> Result<(HttpClient, http::Request<h::Body>, Duration)> {
         let local = if self.ctx.bind {
             Token::decode(token)
                 .ok()
@@ -194,37 +207,23 @@ impl Ops {
             0,
             headers::UNSIGNED_PAYLOAD,
         )?;
-        let client = self.ctx.client(local);
+        let client = self.ctx.client(local, caller);
         let limit = if handshake {
             self.req.handshake_limit
         } else {
             self.req.limit
         };
-        self.ctx.handle().block_on(async move {
-            let resp = h::send(&client, req, limit).await?;
-            let (parts, mut body) = resp.into_parts();
-            let body =
-                if parts.status.is_success() && parts.headers.contains_key(headers::RDMA_REPLY) {
-                    Bytes::new()
-                } else {
-                    h::read_capped(&mut body, BODY_CAP, limit).await?
-                };
-            Ok(Answer {
-                status: parts.status,
-                headers: parts.headers,
-                body,
-            })
-        })
+        Ok((client, req, limit))
     }
-}
 
-impl S3Ops for Ops {
-    fn send_request(&mut self, token: &str) -> std::result::Result<(), i32> {
-        self.requests += 1;
-        self.last = None;
-        self.failure = None;
-        let handshake = Token::decode(token).is_ok_and(|t| t.is_handshake());
-        match self.request(token, handshake) {
+    fn request(&self, token: &str, handshake: bool) -> Result<Answer> {
+        let (client, req, limit) = self.prepare(token, handshake, false)?;
+        self.ctx.handle().block_on(exchange(client, req, limit))
+    }
+
+    /// Keeps the outcome of one request as `sendRequest` does.
+    fn record(&mut self, r: Result<Answer>, handshake: bool) -> std::result::Result<(), i32> {
+        match r {
             Ok(answer) => {
                 self.last = Some(Seen { answer, handshake });
                 Ok(())
@@ -234,6 +233,83 @@ impl S3Ops for Ops {
                 Err(-1)
             }
         }
+    }
+
+    /// `sendRequest` from the caller's runtime, without blocking.
+    async fn send_async(&mut self, token: &str, handshake: bool) -> std::result::Result<(), i32> {
+        self.requests += 1;
+        self.last = None;
+        self.failure = None;
+        let r = match self.prepare(token, handshake, true) {
+            Ok((client, req, limit)) => exchange(client, req, limit).await,
+            Err(e) => Err(e),
+        };
+        self.record(r, handshake)
+    }
+}
+
+/// Sends `req` and reads the answer (the body only when it is an error).
+async fn exchange(
+    client: HttpClient,
+    req: http::Request<h::Body>,
+    limit: Duration,
+) -> Result<Answer> {
+    let resp = h::send(&client, req, limit).await?;
+    let (parts, mut body) = resp.into_parts();
+    let body = if parts.status.is_success() && parts.headers.contains_key(headers::RDMA_REPLY) {
+        Bytes::new()
+    } else {
+        h::read_capped(&mut body, BODY_CAP, limit).await?
+    };
+    Ok(Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    })
+}
+
+/// Transfers up to this size are driven from the caller's runtime
+/// ([`stepwise`]); larger ones run on a blocking thread ([`run_blocking`]),
+/// where their checksum pass does not hold up the caller's runtime.
+pub(crate) const STEPWISE_MAX: usize = 1 << 20;
+
+/// One RDMA attempt driven from the caller's task, request by request, with
+/// no thread of its own (see `hipobj::transfer::Stepwise`); `None` when it
+/// cannot run that way now (every connection leased): use [`run_blocking`].
+pub(crate) async fn stepwise(
+    ctx: &Arc<RdmaContext>,
+    req: &Arc<RdmaRequest>,
+    reg: &Registered<'_, '_>,
+    dir: Direction,
+    offset: u64,
+    len: usize,
+) -> Option<Attempt> {
+    let mut ops = Ops::new(ctx.clone(), req.clone());
+    let (mut t, mut token) = match reg.start_stepwise(dir, offset, len) {
+        Ok(Some(started)) => started,
+        Ok(None) => return None,
+        Err(e) => return Some(classify(Err(e), ops)),
+    };
+    let res = loop {
+        let sent = ops.send_async(&token, t.is_handshake()).await;
+        match t.advance(sent, |out| ops.recv_reply(out)) {
+            Ok(Step::Send(next)) => token = next,
+            Ok(Step::Done) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    drop(t);
+    Some(classify(res, ops))
+}
+
+impl S3Ops for Ops {
+    fn send_request(&mut self, token: &str) -> std::result::Result<(), i32> {
+        self.requests += 1;
+        self.last = None;
+        self.failure = None;
+        let handshake = Token::decode(token).is_ok_and(|t| t.is_handshake());
+        let r = self.request(token, handshake);
+        self.record(r, handshake)
     }
 
     fn recv_reply(&mut self, out: &mut [u8]) -> std::result::Result<usize, i32> {
