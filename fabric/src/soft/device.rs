@@ -434,3 +434,41 @@ impl Drop for SoftMr {
         self.inner.retire();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Small packets (ACKs, NAKs, a header before its payload) must never
+    /// wait for Nagle's algorithm and the peer's delayed ACK: the responder
+    /// side of every connection has `TCP_NODELAY` (the requester side sets
+    /// it in `requester::connect`).
+    #[test]
+    fn accepted_connections_have_tcp_nodelay() {
+        let dev = SoftDevice::new(
+            "nodelay0".into(),
+            Ipv4Addr::LOCALHOST,
+            SoftConfig { timeout_scale: 1.0 },
+        );
+        let qpn = dev
+            .shared
+            .alloc_qpn(|_| Target::Rc(Weak::new()))
+            .expect("a listener");
+        let port = u16::try_from(qpn >> 8).expect("a port");
+        let peer = TcpStream::connect(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).unwrap();
+        // The accept thread registers the connection before serving it.
+        let mut accepted = None;
+        for _ in 0..10_000 {
+            let conns = dev.shared.conns.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(s) = conns.values().next() {
+                accepted = Some(s.try_clone().unwrap());
+                break;
+            }
+            drop(conns);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let accepted = accepted.expect("the connection was accepted");
+        assert!(accepted.nodelay().unwrap());
+        drop(peer);
+    }
+}
