@@ -11,6 +11,7 @@
 
 pub mod embedded;
 pub mod multi;
+pub mod quickack;
 pub mod remote;
 pub mod retry;
 pub mod tls;

@@ -32,6 +32,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::oneshot;
 
+use super::quickack::QuickAckConnector;
 use super::retry::{self, ResponseHeadTimeout, RetryPolicy};
 use super::tls::{self, CaCerts, TlsHandshakeError};
 use super::{Payload, Upstream, UpstreamError};
@@ -103,7 +104,7 @@ pub struct RemoteUpstream {
 }
 
 struct Inner {
-    client: Client<HttpsConnector<HttpConnector>, Body>,
+    client: Client<HttpsConnector<QuickAckConnector>, Body>,
     scheme: Scheme,
     endpoint: String,
     authority: Authority,
@@ -171,6 +172,10 @@ impl RemoteUpstream {
         tcp.set_nodelay(true);
         tcp.set_keepalive(Some(TCP_KEEPALIVE));
         tcp.enforce_http(false);
+        // TCP_QUICKACK after every read: a store that does not set
+        // TCP_NODELAY would otherwise stall small answers ~40 ms (see
+        // `super::quickack`).
+        let tcp = QuickAckConnector::new(tcp);
         // An http:// store is never spoken to in TLS, an https:// one never
         // in the clear.
         let connector = if scheme == Scheme::HTTPS {

@@ -15,6 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
+use crate::quickack::QuickAckConnector;
 use crate::sign::Signer;
 use crate::{Error, Result};
 
@@ -23,7 +24,7 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The request body type.
 pub(crate) type Body = UnsyncBoxBody<Bytes, BoxError>;
 /// A hyper client.
-pub(crate) type HttpClient = Client<HttpConnector, Body>;
+pub(crate) type HttpClient = Client<QuickAckConnector, Body>;
 
 /// Characters S3 wants encoded in a query value (all but the unreserved).
 const QUERY: &AsciiSet = &NON_ALPHANUMERIC
@@ -139,9 +140,11 @@ pub(crate) fn client(local: Option<IpAddr>, connect_timeout: Duration) -> HttpCl
     c.set_nodelay(true);
     c.set_local_address(local);
     c.enforce_http(true);
+    // TCP_QUICKACK after every read: a store that does not set TCP_NODELAY
+    // would otherwise stall small answers ~40 ms (see `crate::quickack`).
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(60))
-        .build(c)
+        .build(QuickAckConnector::new(c))
 }
 
 /// Builds and signs a request.

@@ -65,6 +65,7 @@ mod client;
 mod config;
 mod error;
 mod http;
+mod quickack;
 mod rdma;
 mod sign;
 mod xml;

@@ -1,0 +1,271 @@
+//! Connections to the S3 endpoint that acknowledge what they read at once.
+//!
+//! A store that does not set `TCP_NODELAY` (s3s-fs 0.14) writes an
+//! answer as two writes, the head and then the body; Nagle holds the body
+//! until the head is acknowledged, and Linux holds that acknowledgement
+//! for its delayed-ACK timer (~40 ms) on a connection it considers
+//! interactive ("pingpong" mode). Setting `TCP_QUICKACK` after every read
+//! that returned data makes the kernel acknowledge at once, so the body
+//! follows the head without the stall. Linux clears `TCP_QUICKACK` by
+//! itself, hence once per read, not once per connection. Elsewhere this is
+//! a plain pass-through.
+//!
+//! [`QuickAckConnector`] wraps hyper-util's [`HttpConnector`] (which keeps
+//! doing the connect timeout, `TCP_NODELAY` and the local address). The
+//! same wrapper is in the gateway (`hipobj-gateway`, `upstream::quickack`).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use hyper::Uri;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// A TCP stream that re-arms `TCP_QUICKACK` after every read that
+/// returned data (Linux; elsewhere a pass-through).
+#[derive(Debug)]
+pub(crate) struct QuickAckStream {
+    inner: TcpStream,
+}
+
+impl QuickAckStream {
+    /// Wraps `stream`.
+    pub(crate) fn new(stream: TcpStream) -> QuickAckStream {
+        QuickAckStream { inner: stream }
+    }
+
+    /// The wrapped stream.
+    #[cfg(test)]
+    pub(crate) fn get_ref(&self) -> &TcpStream {
+        &self.inner
+    }
+
+    fn rearm(&self) {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let one: libc::c_int = 1;
+            // SAFETY: the descriptor is this stream's open socket (borrowed
+            // for the call), and the option value points to a live c_int
+            // whose size is passed with it; setsockopt does not keep the
+            // pointer.
+            let rc = unsafe {
+                libc::setsockopt(
+                    self.inner.as_raw_fd(),
+                    libc::IPPROTO_TCP,
+                    libc::TCP_QUICKACK,
+                    (&one as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            // A failure only means the stall may come back; the read
+            // itself succeeded, so it is not reported.
+            let _ = rc;
+        }
+    }
+}
+
+impl AsyncRead for QuickAckStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let res = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.rearm();
+        }
+        res
+    }
+}
+
+impl AsyncWrite for QuickAckStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+impl Connection for QuickAckStream {
+    fn connected(&self) -> Connected {
+        self.inner.connected()
+    }
+}
+
+/// [`HttpConnector`] whose connections are [`QuickAckStream`]s.
+#[derive(Clone, Debug)]
+pub(crate) struct QuickAckConnector {
+    http: HttpConnector,
+}
+
+impl QuickAckConnector {
+    /// Wraps `http`, configured as wanted (timeouts, nodelay, keep-alive).
+    pub(crate) fn new(http: HttpConnector) -> QuickAckConnector {
+        QuickAckConnector { http }
+    }
+}
+
+type ConnectFuture =
+    Pin<Box<dyn Future<Output = Result<TokioIo<QuickAckStream>, ConnectError>> + Send>>;
+type ConnectError = <HttpConnector as tower_service::Service<Uri>>::Error;
+
+impl tower_service::Service<Uri> for QuickAckConnector {
+    type Response = TokioIo<QuickAckStream>;
+    type Error = ConnectError;
+    type Future = ConnectFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.http.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        let connecting = self.http.call(dst);
+        Box::pin(async move {
+            let io = connecting.await?;
+            Ok(TokioIo::new(QuickAckStream::new(io.into_inner())))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    #[cfg(target_os = "linux")]
+    fn quickack(stream: &TcpStream) -> libc::c_int {
+        use std::os::fd::AsRawFd;
+        let mut val: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the descriptor is the stream's open socket; `val` and
+        // `len` are live locals of the sizes the kernel is told.
+        let rc = unsafe {
+            libc::getsockopt(
+                stream.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_QUICKACK,
+                (&mut val as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0, "getsockopt: {}", io::Error::last_os_error());
+        val
+    }
+
+    #[cfg(target_os = "linux")]
+    fn set_quickack(stream: &TcpStream, on: bool) {
+        use std::os::fd::AsRawFd;
+        let v: libc::c_int = on.into();
+        // SAFETY: as in `QuickAckStream::rearm`.
+        let rc = unsafe {
+            libc::setsockopt(
+                stream.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_QUICKACK,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0, "setsockopt: {}", io::Error::last_os_error());
+    }
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, server) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (client.unwrap(), server.unwrap().0)
+    }
+
+    #[tokio::test]
+    async fn reads_and_writes_pass_through_byte_exact() {
+        let (client, mut server) = pair().await;
+        let mut s = QuickAckStream::new(client);
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let echo = tokio::spawn(async move {
+            let mut got = vec![0u8; 100_000];
+            server.read_exact(&mut got).await.unwrap();
+            server.write_all(&got).await.unwrap();
+            server.shutdown().await.unwrap();
+        });
+        s.write_all(&data).await.unwrap();
+        s.flush().await.unwrap();
+        let mut back = Vec::new();
+        s.read_to_end(&mut back).await.unwrap();
+        echo.await.unwrap();
+        assert_eq!(back, data);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_read_rearms_quickack() {
+        let (client, mut server) = pair().await;
+        // Enter "pingpong" mode (delayed ACKs), as the kernel does on an
+        // interactive connection: TCP_QUICKACK then reads back 0.
+        set_quickack(&client, false);
+        assert_eq!(quickack(&client), 0);
+        let mut s = QuickAckStream::new(client);
+        server.write_all(b"head").await.unwrap();
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"head");
+        assert_eq!(
+            quickack(s.get_ref()),
+            1,
+            "TCP_QUICKACK re-armed after a read"
+        );
+
+        // A plain stream left in the same state stays there after a read,
+        // so it is the wrapper that set it.
+        let (mut plain, mut server) = pair().await;
+        set_quickack(&plain, false);
+        server.write_all(b"head").await.unwrap();
+        plain.read_exact(&mut buf).await.unwrap();
+        assert_eq!(quickack(&plain), 0);
+    }
+
+    #[tokio::test]
+    async fn the_connector_yields_wrapped_connections() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        let mut c = QuickAckConnector::new(http);
+        let uri: Uri = format!("http://{addr}").parse().unwrap();
+        let (io, accepted) =
+            tokio::join!(tower_service::Service::call(&mut c, uri), listener.accept());
+        let io = io.unwrap();
+        accepted.unwrap();
+        assert!(io.inner().get_ref().nodelay().unwrap());
+        assert!(!io.connected().is_proxied());
+    }
+}
