@@ -245,12 +245,6 @@ pub(crate) fn format_amz_date(t: SystemTime) -> Option<String> {
     ))
 }
 
-/// Whether `t` lies within the range aws-sigv4 can format without
-/// panicking (1970 through 9999).
-pub(crate) fn in_signable_range(t: SystemTime) -> bool {
-    format_amz_date(t).is_some()
-}
-
 /// How far apart two times are, either way.
 pub(crate) fn distance(a: SystemTime, b: SystemTime) -> Duration {
     match a.duration_since(b) {

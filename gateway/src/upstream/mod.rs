@@ -11,7 +11,7 @@
 
 pub mod embedded;
 pub mod multi;
-pub mod quickack;
+pub use hipobj_net::quickack;
 pub mod remote;
 pub mod retry;
 pub mod tls;

@@ -32,12 +32,12 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::oneshot;
 
-use super::quickack::QuickAckConnector;
 use super::retry::{self, ResponseHeadTimeout, RetryPolicy};
 use super::tls::{self, CaCerts, TlsHandshakeError};
 use super::{Payload, Upstream, UpstreamError};
 use crate::body::{Body, BoxError};
 use crate::config::KeyPair;
+use hipobj_net::quickack::QuickAckConnector;
 
 /// How long a TCP connect to the store may take, by default.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -174,7 +174,7 @@ impl RemoteUpstream {
         tcp.enforce_http(false);
         // TCP_QUICKACK after every read: a store that does not set
         // TCP_NODELAY would otherwise stall small answers ~40 ms (see
-        // `super::quickack`).
+        // `hipobj_net::quickack`).
         let tcp = QuickAckConnector::new(tcp);
         // An http:// store is never spoken to in TLS, an https:// one never
         // in the clear.

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
+use hipobj_net::quickack::QuickAckConnector;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH};
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -15,7 +16,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-use crate::quickack::QuickAckConnector;
 use crate::sign::Signer;
 use crate::{Error, Result};
 
@@ -141,7 +141,7 @@ pub(crate) fn client(local: Option<IpAddr>, connect_timeout: Duration) -> HttpCl
     c.set_local_address(local);
     c.enforce_http(true);
     // TCP_QUICKACK after every read: a store that does not set TCP_NODELAY
-    // would otherwise stall small answers ~40 ms (see `crate::quickack`).
+    // would otherwise stall small answers ~40 ms (see `hipobj_net::quickack`).
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(60))
         .build(QuickAckConnector::new(c))

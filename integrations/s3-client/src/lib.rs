@@ -65,7 +65,6 @@ mod client;
 mod config;
 mod error;
 mod http;
-mod quickack;
 mod rdma;
 mod sign;
 mod xml;

@@ -1,4 +1,4 @@
-//! Connections to the S3 endpoint that acknowledge what they read at once.
+//! Connections to an S3 store that acknowledge what they read at once.
 //!
 //! A store that does not set `TCP_NODELAY` (s3s-fs 0.14) writes an
 //! answer as two writes, the head and then the body; Nagle holds the body
@@ -11,8 +11,10 @@
 //! a plain pass-through.
 //!
 //! [`QuickAckConnector`] wraps hyper-util's [`HttpConnector`] (which keeps
-//! doing the connect timeout, `TCP_NODELAY` and the local address). The
-//! same wrapper is in the gateway (`hipobj-gateway`, `upstream::quickack`).
+//! doing the connect timeout, `TCP_NODELAY`, keep-alive and the local
+//! address); TLS, when used, is layered on top of it by `hyper-rustls`, so
+//! it benefits too. Both the gateway's upstream client and `hipobj-s3` use
+//! it.
 
 use std::future::Future;
 use std::io;
@@ -28,19 +30,18 @@ use tokio::net::TcpStream;
 /// A TCP stream that re-arms `TCP_QUICKACK` after every read that
 /// returned data (Linux; elsewhere a pass-through).
 #[derive(Debug)]
-pub(crate) struct QuickAckStream {
+pub struct QuickAckStream {
     inner: TcpStream,
 }
 
 impl QuickAckStream {
     /// Wraps `stream`.
-    pub(crate) fn new(stream: TcpStream) -> QuickAckStream {
+    pub fn new(stream: TcpStream) -> QuickAckStream {
         QuickAckStream { inner: stream }
     }
 
     /// The wrapped stream.
-    #[cfg(test)]
-    pub(crate) fn get_ref(&self) -> &TcpStream {
+    pub fn get_ref(&self) -> &TcpStream {
         &self.inner
     }
 
@@ -123,13 +124,13 @@ impl Connection for QuickAckStream {
 
 /// [`HttpConnector`] whose connections are [`QuickAckStream`]s.
 #[derive(Clone, Debug)]
-pub(crate) struct QuickAckConnector {
+pub struct QuickAckConnector {
     http: HttpConnector,
 }
 
 impl QuickAckConnector {
     /// Wraps `http`, configured as wanted (timeouts, nodelay, keep-alive).
-    pub(crate) fn new(http: HttpConnector) -> QuickAckConnector {
+    pub fn new(http: HttpConnector) -> QuickAckConnector {
         QuickAckConnector { http }
     }
 }
