@@ -28,20 +28,8 @@ use crate::auth::AuthError;
 use crate::body::{Body, BoxError};
 use crate::s3err::S3Error;
 use crate::upstream::{Payload, Upstream, UpstreamError};
-
-/// Hop-by-hop headers (RFC 9110 §7.6.1, plus the legacy `keep-alive` and
-/// `proxy-connection`), never forwarded in either direction.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
+// Hop-by-hop headers are never forwarded in either direction.
+use hipobj_net::HOP_BY_HOP;
 
 /// Request headers that belong to the client's signature, framing or hop
 /// and are never forwarded; the upstream sets its own `Host` and signature.

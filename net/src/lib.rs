@@ -8,3 +8,17 @@
 
 pub mod quickack;
 pub mod sigv4;
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1, plus the legacy `keep-alive` and
+/// `proxy-connection`): a proxy neither forwards nor signs them.
+pub const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];

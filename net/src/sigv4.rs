@@ -26,20 +26,11 @@ pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934c
 /// The last second aws-sigv4 can format (9999-12-31T23:59:59Z).
 const MAX_UNIX: u64 = 253_402_300_799;
 
-/// Headers never signed: hop-by-hop ones (a proxy may change them) and
-/// those aws-sigv4 leaves out by default.
+/// Headers never signed besides the hop-by-hop ones ([`crate::HOP_BY_HOP`]:
+/// a proxy may change them): those aws-sigv4 leaves out by default.
 const UNSIGNED_HEADERS: &[&str] = &[
     "authorization",
-    "connection",
     "expect",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
     "user-agent",
     "x-amzn-trace-id",
     // Set by the signer itself.
@@ -151,7 +142,7 @@ pub fn sign_headers(
 
     let mut list: Vec<(&str, &str)> = Vec::with_capacity(headers.len());
     for (name, value) in headers.iter() {
-        if UNSIGNED_HEADERS.contains(&name.as_str()) {
+        if UNSIGNED_HEADERS.contains(&name.as_str()) || crate::HOP_BY_HOP.contains(&name.as_str()) {
             continue;
         }
         let value = value
