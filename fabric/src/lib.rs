@@ -6,6 +6,7 @@
 //! states with hipObject's attributes; [`soft`] is the software provider,
 //! which runs RC and DC over TCP with the rules a NIC enforces.
 
+pub mod dc;
 pub mod error;
 pub mod gid_table;
 pub mod ibverbs;

@@ -4,8 +4,7 @@ mod common;
 
 use common::*;
 use hipobj_fabric::{
-    pattern, rc, AccessFlags, DcAddr, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType, RemoteAddr,
-    SendOp, SendWr, WcStatus,
+    pattern, rc, AccessFlags, DcAddr, QpCap, QpState, QpType, RemoteAddr, SendOp, SendWr, WcStatus,
 };
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -17,43 +16,11 @@ fn dci(end: &End) -> hipobj_fabric::QueuePair {
         .pd
         .create_qp(QpType::DcInitiator, &end.cq, &end.cq, QpCap::default())
         .unwrap();
-    let m = QpAttrMask::STATE;
-    qp.modify(
-        &QpAttr {
-            qp_state: QpState::Init,
-            port_num: 1,
-            ..QpAttr::default()
-        },
-        m | QpAttrMask::PORT | QpAttrMask::PKEY_INDEX,
-    )
-    .unwrap();
-    qp.modify(
-        &QpAttr {
-            qp_state: QpState::Rtr,
-            path_mtu: Mtu::Mtu4096,
-            ..QpAttr::default()
-        },
-        m | QpAttrMask::PATH_MTU,
-    )
-    .unwrap();
-    let p = rc::RcParams::default();
-    let attr = QpAttr {
-        qp_state: QpState::Rts,
-        timeout: p.timeout,
-        retry_cnt: 7,
-        rnr_retry: 7,
+    let p = rc::RcParams {
         max_rd_atomic: 4,
-        ..QpAttr::default()
+        ..rc::RcParams::default()
     };
-    qp.modify(
-        &attr,
-        m | QpAttrMask::TIMEOUT
-            | QpAttrMask::RETRY_CNT
-            | QpAttrMask::RNR_RETRY
-            | QpAttrMask::SQ_PSN
-            | QpAttrMask::MAX_QP_RD_ATOMIC,
-    )
-    .unwrap();
+    hipobj_fabric::dc::initiator_to_rts(&qp, &p).unwrap();
     qp
 }
 

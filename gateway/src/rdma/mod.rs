@@ -20,9 +20,7 @@ use crate::upstream::Upstream;
 use hipobj_fabric::rc::{RcParams, RcPeer};
 use hipobj_fabric::seam::Provider;
 use hipobj_fabric::soft::SoftProvider;
-use hipobj_fabric::{
-    DcAddr, Device, Gid, Mtu, ProtectionDomain, QpAttr, QpAttrMask, QpCap, QpState, QpType,
-};
+use hipobj_fabric::{DcAddr, Device, Gid, ProtectionDomain, QpCap, QpState, QpType};
 use hipobj_wire::{detect, headers, Token, TokenValue, Transport};
 use http::{HeaderValue, Response, StatusCode};
 use mover::{Path, RemoteBuffer};
@@ -204,40 +202,7 @@ impl RdmaEngine {
                 max_recv_sge: 0,
             },
         )?;
-        let m = QpAttrMask::STATE;
-        qp.modify(
-            &QpAttr {
-                qp_state: QpState::Init,
-                port_num: 1,
-                ..QpAttr::default()
-            },
-            m | QpAttrMask::PORT | QpAttrMask::PKEY_INDEX,
-        )?;
-        qp.modify(
-            &QpAttr {
-                qp_state: QpState::Rtr,
-                path_mtu: Mtu::Mtu4096,
-                ..QpAttr::default()
-            },
-            m | QpAttrMask::PATH_MTU,
-        )?;
-        let p = &self.params;
-        let attr = QpAttr {
-            qp_state: QpState::Rts,
-            timeout: p.timeout,
-            retry_cnt: p.retry_cnt,
-            rnr_retry: p.rnr_retry,
-            max_rd_atomic: p.max_rd_atomic,
-            ..QpAttr::default()
-        };
-        qp.modify(
-            &attr,
-            m | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::MAX_QP_RD_ATOMIC,
-        )?;
+        hipobj_fabric::dc::initiator_to_rts(&qp, &self.params)?;
         Ok(Path::Dc { qp, cq, to })
     }
 

@@ -1,0 +1,33 @@
+//! Moving a DC initiator (DCI) to RTS.
+//!
+//! A DCI has no fixed peer: each work request names its target (DCT number,
+//! DC key and address), so it goes RESET → INIT (port and P_Key index) →
+//! RTR (path MTU only) → RTS with the same transport attributes as an RC
+//! requester ([`crate::rc::to_rts`]).
+
+use crate::error::Result;
+use crate::rc::{self, RcParams};
+use crate::types::{QpAttr, QpAttrMask, QpState};
+use crate::verbs::QueuePair;
+
+/// Moves a fresh DCI (in RESET) to RTS on `p.port` with `p.mtu` and `p`'s
+/// timeout, retries and READ depth.
+pub fn initiator_to_rts(qp: &QueuePair, p: &RcParams) -> Result<()> {
+    qp.modify(
+        &QpAttr {
+            qp_state: QpState::Init,
+            port_num: p.port,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE | QpAttrMask::PORT | QpAttrMask::PKEY_INDEX,
+    )?;
+    qp.modify(
+        &QpAttr {
+            qp_state: QpState::Rtr,
+            path_mtu: p.mtu,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE | QpAttrMask::PATH_MTU,
+    )?;
+    rc::to_rts(qp, p)
+}
