@@ -319,14 +319,10 @@ impl Inner {
 /// bytes). Such a request's response head is awaited for
 /// [`RemoteOptions::long_op_timeout`].
 pub fn is_long_operation(method: &Method, uri: &Uri, headers: &HeaderMap) -> bool {
-    if headers.contains_key("x-amz-copy-source") {
-        return true;
-    }
-    *method == Method::POST
-        && uri.query().is_some_and(|q| {
-            q.split('&')
-                .any(|p| p.split_once('=').map_or(p, |(name, _)| name) == "uploadId")
-        })
+    // Any copy, whatever else the request says; the rest by the gateway's
+    // one classification of S3 operations.
+    headers.contains_key("x-amz-copy-source")
+        || crate::metrics::s3_operation(method, uri, headers) == "CompleteMultipartUpload"
 }
 
 /// A request body that says when it is done with: its last frame was taken
