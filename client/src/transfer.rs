@@ -177,57 +177,94 @@ pub(crate) fn connect_from_reply(
     }
 }
 
-fn handshake(inst: &Instance, conn: &mut RcConnection, ops: &mut dyn S3Ops) -> Result<()> {
-    let token = token_for(inst, conn.qp.qp_num(), 0, 0, 0);
-    let reply = call(ops, &token)?;
-    connect_from_reply(inst, conn, &reply)
-}
-
-fn exchange(
-    inst: &Instance,
-    conn: &mut RcConnection,
-    entry: &BufEntry,
+/// The connect-first flow of one transfer over one connection, request by
+/// request: what [`transfer`] drives through the callbacks and
+/// [`Stepwise`] hands to the application.
+#[derive(Debug)]
+struct Flow {
+    entry: Arc<BufEntry>,
     dir: Direction,
     off: u64,
     size: usize,
-    ops: &mut dyn S3Ops,
-) -> Result<()> {
-    let mut retried = false;
-    loop {
+    retried: bool,
+    handshake: bool,
+}
+
+impl Flow {
+    fn new(entry: Arc<BufEntry>, dir: Direction, off: u64, size: usize) -> Flow {
+        Flow {
+            entry,
+            dir,
+            off,
+            size,
+            retried: false,
+            handshake: false,
+        }
+    }
+
+    /// The next token: a handshake when `conn` is not connected, else the
+    /// transfer's (the QP then allows the peer this direction only).
+    fn next_token(&mut self, inst: &Instance, conn: &mut RcConnection) -> Result<String> {
         if !conn.is_connected() {
             if conn.peer.is_some() {
                 conn.reset(&inst.device)?;
             }
-            handshake(inst, conn, ops)?;
+            self.handshake = true;
+            return Ok(token_for(inst, conn.qp.qp_num(), 0, 0, 0));
         }
-        conn.allow(dir.qp_access())?;
-        let mr = entry.mr(dir);
-        let token = token_for(
+        conn.allow(self.dir.qp_access())?;
+        self.handshake = false;
+        let mr = self.entry.mr(self.dir);
+        Ok(token_for(
             inst,
             conn.qp.qp_num(),
             mr.rkey(),
-            entry.token_addr() + off,
-            size as u64,
-        );
-        let reply = call(ops, &token)?;
-        if reply.is_success() {
-            return Ok(());
+            self.entry.token_addr() + self.off,
+            self.size as u64,
+        ))
+    }
+
+    /// Takes the reply to the token last asked for.
+    fn advance(&mut self, inst: &Instance, conn: &mut RcConnection, reply: &Reply) -> Result<Step> {
+        if self.handshake {
+            connect_from_reply(inst, conn, reply)?;
+            return self.next_token(inst, conn).map(Step::Send);
         }
-        if reply.status() == Some(REPLY_RECONNECT) && !retried {
+        if reply.is_success() {
+            return Ok(Step::Done);
+        }
+        if reply.status() == Some(REPLY_RECONNECT) && !self.retried {
             tracing::debug!(
                 qpn = format_args!("{:#x}", conn.qp.qp_num()),
                 "server does not know this QP pair; reconnecting"
             );
-            retried = true;
+            self.retried = true;
             conn.reset(&inst.device)?;
-            continue;
+            return self.next_token(inst, conn).map(Step::Send);
         }
         let what = if reply.is_declined() {
             "the server declined RDMA (501)".to_string()
         } else {
             format!("the server answered {reply}")
         };
-        return Err(Error::s3(what, Some(reply.format())));
+        Err(Error::s3(what, Some(reply.format())))
+    }
+}
+
+/// Runs `flow` to its end through the application's callbacks.
+fn exchange(
+    inst: &Instance,
+    conn: &mut RcConnection,
+    mut flow: Flow,
+    ops: &mut dyn S3Ops,
+) -> Result<()> {
+    let mut token = flow.next_token(inst, conn)?;
+    loop {
+        let reply = call(ops, &token)?;
+        match flow.advance(inst, conn, &reply)? {
+            Step::Send(next) => token = next,
+            Step::Done => return Ok(()),
+        }
     }
 }
 
@@ -251,12 +288,7 @@ pub enum Step {
 pub struct Stepwise<'a> {
     inst: &'a Instance,
     lease: crate::pool::DetachedLease<'a>,
-    entry: Arc<BufEntry>,
-    dir: Direction,
-    off: u64,
-    size: usize,
-    retried: bool,
-    handshake: bool,
+    flow: Flow,
     /// A transfer token is out and its reply has not been taken.
     outstanding: bool,
 }
@@ -310,12 +342,7 @@ impl<'a> Stepwise<'a> {
         let mut s = Stepwise {
             inst,
             lease,
-            entry,
-            dir,
-            off,
-            size,
-            retried: false,
-            handshake: false,
+            flow: Flow::new(entry, dir, off, size),
             outstanding: false,
         };
         let token = s.next_token()?;
@@ -324,33 +351,27 @@ impl<'a> Stepwise<'a> {
 
     /// Whether the token last returned is a handshake.
     pub fn is_handshake(&self) -> bool {
-        self.handshake
+        self.flow.handshake
     }
 
-    fn next_token(&mut self) -> Result<String> {
-        let inst = self.inst;
+    /// Runs `f` on the flow and the leased connection.
+    fn step<T>(
+        &mut self,
+        f: impl FnOnce(&mut Flow, &Instance, &mut RcConnection) -> Result<T>,
+    ) -> Result<T> {
         let mut slot = self.lease.slot();
         let conn = slot
             .as_mut()
             .ok_or_else(|| Error::rdma("the RDMA connection was lost"))?;
-        if !conn.is_connected() {
-            if conn.peer.is_some() {
-                conn.reset(&inst.device)?;
-            }
-            self.handshake = true;
-            return Ok(token_for(inst, conn.qp.qp_num(), 0, 0, 0));
-        }
-        conn.allow(self.dir.qp_access())?;
-        self.handshake = false;
-        self.outstanding = true;
-        let mr = self.entry.mr(self.dir);
-        Ok(token_for(
-            inst,
-            conn.qp.qp_num(),
-            mr.rkey(),
-            self.entry.token_addr() + self.off,
-            self.size as u64,
-        ))
+        f(&mut self.flow, self.inst, conn)
+    }
+
+    /// The first token. A transfer token (not a handshake) is outstanding
+    /// until its answer comes.
+    fn next_token(&mut self) -> Result<String> {
+        let token = self.step(|flow, inst, conn| flow.next_token(inst, conn))?;
+        self.outstanding = !self.flow.handshake;
+        Ok(token)
     }
 
     /// Takes the outcome of the request last asked for: `sent` as
@@ -367,41 +388,11 @@ impl<'a> Stepwise<'a> {
             self.outstanding = false;
         }
         let reply = reply_of(sent, recv)?;
-        let inst = self.inst;
-        if self.handshake {
-            {
-                let mut slot = self.lease.slot();
-                let conn = slot
-                    .as_mut()
-                    .ok_or_else(|| Error::rdma("the RDMA connection was lost"))?;
-                connect_from_reply(inst, conn, &reply)?;
-            }
-            return self.next_token().map(Step::Send);
+        let step = self.step(|flow, inst, conn| flow.advance(inst, conn, &reply))?;
+        if matches!(step, Step::Send(_)) {
+            self.outstanding = !self.flow.handshake;
         }
-        if reply.is_success() {
-            return Ok(Step::Done);
-        }
-        if reply.status() == Some(REPLY_RECONNECT) && !self.retried {
-            self.retried = true;
-            {
-                let mut slot = self.lease.slot();
-                let conn = slot
-                    .as_mut()
-                    .ok_or_else(|| Error::rdma("the RDMA connection was lost"))?;
-                tracing::debug!(
-                    qpn = format_args!("{:#x}", conn.qp.qp_num()),
-                    "server does not know this QP pair; reconnecting"
-                );
-                conn.reset(&inst.device)?;
-            }
-            return self.next_token().map(Step::Send);
-        }
-        let what = if reply.is_declined() {
-            "the server declined RDMA (501)".to_string()
-        } else {
-            format!("the server answered {reply}")
-        };
-        Err(Error::s3(what, Some(reply.format())))
+        Ok(step)
     }
 }
 
@@ -428,7 +419,7 @@ pub fn transfer(
         let conn = lease
             .healthy()
             .ok_or_else(|| Error::rdma("the RDMA connection broke and could not be replaced"))?;
-        exchange(inst, conn, &entry, dir, off, size, ops)?;
+        exchange(inst, conn, Flow::new(entry.clone(), dir, off, size), ops)?;
     }
     if matches!(entry.kind, Registration::GpuDirect { .. }) {
         inst.platform.hip.device_synchronize().map_err(|h| {
