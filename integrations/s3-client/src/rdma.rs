@@ -221,8 +221,12 @@ impl Ops {
         self.ctx.handle().block_on(exchange(client, req, limit))
     }
 
-    /// Keeps the outcome of one request as `sendRequest` does.
+    /// Keeps the outcome of one request as `sendRequest` does: counts it,
+    /// and replaces what the previous request left.
     fn record(&mut self, r: Result<Answer>, handshake: bool) -> std::result::Result<(), i32> {
+        self.requests += 1;
+        self.last = None;
+        self.failure = None;
         match r {
             Ok(answer) => {
                 self.last = Some(Seen { answer, handshake });
@@ -237,9 +241,6 @@ impl Ops {
 
     /// `sendRequest` from the caller's runtime, without blocking.
     async fn send_async(&mut self, token: &str, handshake: bool) -> std::result::Result<(), i32> {
-        self.requests += 1;
-        self.last = None;
-        self.failure = None;
         let r = match self.prepare(token, handshake, true) {
             Ok((client, req, limit)) => exchange(client, req, limit).await,
             Err(e) => Err(e),
@@ -304,9 +305,6 @@ pub(crate) async fn stepwise(
 
 impl S3Ops for Ops {
     fn send_request(&mut self, token: &str) -> std::result::Result<(), i32> {
-        self.requests += 1;
-        self.last = None;
-        self.failure = None;
         let handshake = Token::decode(token).is_ok_and(|t| t.is_handshake());
         let r = self.request(token, handshake);
         self.record(r, handshake)
