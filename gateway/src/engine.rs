@@ -29,6 +29,13 @@ pub enum StartError {
     Io(#[from] std::io::Error),
 }
 
+/// The TCP peer of the HTTP connection a request came on, put into the
+/// request's extensions by the server loop. The RDMA handshake checks the
+/// client's GID against it (a handshake may only aim the gateway at the
+/// host that made the request).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientAddr(pub std::net::SocketAddr);
+
 /// The engine.
 #[derive(Debug)]
 pub struct Engine {
