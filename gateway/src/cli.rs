@@ -70,6 +70,33 @@ pub struct CommonArgs {
     /// reconnects on its next request).
     #[arg(long, env = "HIPOBJ_PAIR_IDLE_TIMEOUT", default_value = "10m", value_parser = positive_duration, value_name = "DURATION")]
     pub pair_idle_timeout: Duration,
+    /// How long a connected QP pair may sit idle before the gateway checks
+    /// that its client is still there (a zero-length RDMA WRITE); pairs of
+    /// clients that are gone are released.
+    #[arg(long, env = "HIPOBJ_PAIR_PROBE_INTERVAL", default_value = "15s", value_parser = positive_duration, value_name = "DURATION")]
+    pub pair_probe_interval: Duration,
+    /// How long an RDMA transfer may go without a work request completing
+    /// before it is failed (its QP is moved to ERR and its buffers flushed).
+    #[arg(long, env = "HIPOBJ_RDMA_PROGRESS_TIMEOUT", default_value = "15s", value_parser = positive_duration, value_name = "DURATION")]
+    pub rdma_progress_timeout: Duration,
+    /// Staging buffers one access key may hold at a time (default: half
+    /// the pool).
+    #[arg(long, env = "HIPOBJ_MAX_STAGING_PER_KEY", value_parser = at_least_one, value_name = "N")]
+    pub max_staging_per_key: Option<usize>,
+    /// DC initiators in all; a DC request beyond waits up to
+    /// --staging-timeout, then gets 503 SlowDown.
+    #[arg(long, env = "HIPOBJ_MAX_DC_INITIATORS", default_value = "64", value_parser = at_least_one, value_name = "N")]
+    pub max_dc_initiators: usize,
+    /// DC initiators one access key may hold at a time.
+    #[arg(long, env = "HIPOBJ_MAX_DC_PER_KEY", default_value = "16", value_parser = at_least_one, value_name = "N")]
+    pub max_dc_per_key: usize,
+    /// Networks (CIDR, comma-separated) whose addresses a client's RDMA GID
+    /// may name besides its HTTP connection's own address: clients behind
+    /// a proxy or load balancer, or with RDMA on another interface than
+    /// HTTP. IPv4 networks match IPv4-mapped GIDs; IPv6 ones match the GID
+    /// as an IPv6 address (an InfiniBand subnet prefix, e.g. fe80::/64).
+    #[arg(long, env = "HIPOBJ_RDMA_ALLOW_PEERS", value_delimiter = ',', value_name = "CIDR,...")]
+    pub rdma_allow_peers: Vec<ipnet::IpNet>,
     /// Clock skew allowed between a signed request's date and the
     /// gateway's clock (beyond it: 403 RequestTimeTooSkewed).
     #[arg(long, env = "HIPOBJ_MAX_CLOCK_SKEW", default_value = "15m", value_parser = positive_duration, value_name = "DURATION")]
@@ -268,6 +295,14 @@ impl CommonArgs {
             pairs_per_key: self.max_pairs_per_key,
             pairs_total: self.max_pairs,
             pair_idle: self.pair_idle_timeout,
+            pair_probe: self.pair_probe_interval,
+            progress_timeout: self.rdma_progress_timeout,
+            staging_per_key: self
+                .max_staging_per_key
+                .unwrap_or((self.staging_buffers / 2).max(1)),
+            dc_initiators: self.max_dc_initiators,
+            dc_per_key: self.max_dc_per_key,
+            allowed_peers: self.rdma_allow_peers.clone(),
         }
     }
 

@@ -116,6 +116,26 @@ pub struct RdmaConfig {
     pub pairs_total: usize,
     /// Idle time after which a pair is dropped.
     pub pair_idle: Duration,
+    /// How long a pair may sit idle before the gateway checks that its
+    /// client is still there (a zero-length RDMA WRITE); a pair whose probe
+    /// fails is released. The sweep that expires and probes pairs runs on
+    /// this period too (at most every 5 s).
+    pub pair_probe: Duration,
+    /// How long a transfer may go without a work request completing before
+    /// it is failed (a progress deadline, not a total one).
+    pub progress_timeout: Duration,
+    /// Staging buffers one access key may hold at a time.
+    pub staging_per_key: usize,
+    /// DC initiators in all (a DC request waits for one, up to the pool
+    /// timeout).
+    pub dc_initiators: usize,
+    /// DC initiators one access key may hold at a time.
+    pub dc_per_key: usize,
+    /// Networks whose addresses a client's RDMA GID may name besides the
+    /// address of the HTTP connection the request came on (clients behind
+    /// a proxy or load balancer, or with HTTP and RDMA on different
+    /// interfaces). Empty: only the HTTP peer itself.
+    pub allowed_peers: Vec<ipnet::IpNet>,
 }
 
 impl Default for RdmaConfig {
@@ -129,6 +149,12 @@ impl Default for RdmaConfig {
             pairs_per_key: 256,
             pairs_total: 1024,
             pair_idle: Duration::from_secs(600),
+            pair_probe: Duration::from_secs(15),
+            progress_timeout: Duration::from_secs(15),
+            staging_per_key: 16,
+            dc_initiators: 64,
+            dc_per_key: 16,
+            allowed_peers: Vec::new(),
         }
     }
 }

@@ -53,6 +53,7 @@ impl Engine {
         crate::metrics::install();
         let upstream = upstream::build_with(&cfg.upstream, &cfg.region, &cfg.upstream_options)?;
         let rdma = Arc::new(RdmaEngine::open(&cfg.rdma, DEFAULT_DC_KEY)?);
+        rdma.start_sweeper()?;
         Ok(Engine {
             creds: Credentials::new(&cfg.credentials),
             auth: AuthSettings {
@@ -107,8 +108,21 @@ impl Engine {
             Some(Ok(t)) => {
                 // An RDMA request's own body is empty; it is not read.
                 drop(body);
+                let client = parts.extensions.get::<ClientAddr>().copied().or_else(|| {
+                    parts
+                        .extensions
+                        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                        .map(|c| ClientAddr(c.0))
+                });
                 self.rdma
-                    .serve(&verified.access_key, parts, &t, &self.upstream, &request_id)
+                    .serve(
+                        &verified.access_key,
+                        client,
+                        parts,
+                        &t,
+                        &self.upstream,
+                        &request_id,
+                    )
                     .await
             }
             Some(Err(_)) => {
@@ -206,9 +220,12 @@ pub async fn serve(
             tracing::debug!(error = %e, "TCP_NODELAY not set");
         }
     });
-    axum::serve(listener, router(engine))
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(
+        listener,
+        router(engine).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 /// The embedded store in `root` (or a new temporary directory).

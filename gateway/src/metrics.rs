@@ -60,6 +60,13 @@ pub const UPSTREAM_SECONDS: &str = "hipobj_upstream_request_seconds";
 /// Upstream requests without an answer or with a 5xx one, by `op` and `reason`.
 pub const UPSTREAM_ERRORS: &str = "hipobj_upstream_errors_total";
 
+/// Counter: staging buffers withdrawn because their work requests were never flushed.
+pub const STAGING_QUARANTINED: &str = "hipobj_staging_buffers_quarantined_total";
+/// Gauge: DC initiators leased by transfers now.
+pub const DC_INITIATORS: &str = "hipobj_rdma_dc_initiators_in_use";
+/// Counter: pairs released without a failed transfer, by reason (idle, probe, broken).
+pub const PAIRS_RELEASED: &str = "hipobj_rdma_pairs_released_total";
+
 /// The `path` label of a request with `x-amz-rdma-token`.
 pub const PATH_RDMA: &str = "rdma";
 /// The `path` label of a plain (proxied) request.
@@ -129,6 +136,15 @@ fn describe() {
     describe_gauge!(STAGING_IN_USE, "Staging buffers held by transfers");
     describe_gauge!(STAGING_TOTAL, "Staging buffers in the pool");
     describe_gauge!(PAIRS, "Connected RDMA QP pairs");
+    describe_counter!(
+        STAGING_QUARANTINED,
+        "Staging buffers withdrawn because their work requests were never flushed"
+    );
+    describe_gauge!(DC_INITIATORS, "DC initiators leased by transfers");
+    describe_counter!(
+        PAIRS_RELEASED,
+        "RDMA pairs released by the sweeper, by reason (idle, probe)"
+    );
     describe_histogram!(
         UPSTREAM_SECONDS,
         metrics::Unit::Seconds,
@@ -147,6 +163,7 @@ pub fn render(engine: &crate::engine::Engine) -> Response<Body> {
     gauge!(STAGING_TOTAL).set(pool.total() as f64);
     gauge!(STAGING_IN_USE).set(pool.total().saturating_sub(pool.available()) as f64);
     gauge!(PAIRS).set(engine.rdma.pairs.len() as f64);
+    gauge!(DC_INITIATORS).set(engine.rdma.dc_in_use() as f64);
     let mut r = Response::new(Body::from(handle.render()));
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -195,6 +212,18 @@ pub fn rdma_fallback(reason: &'static str) {
 /// A failed RDMA request.
 pub fn rdma_failure(reason: &'static str) {
     counter!(RDMA_FAILURES, "reason" => reason).increment(1);
+}
+
+/// Staging buffers withdrawn for good.
+pub fn staging_quarantined(n: usize) {
+    counter!(STAGING_QUARANTINED).increment(n as u64);
+}
+
+/// Pairs the sweeper released.
+pub fn pairs_released(reason: &'static str, n: usize) {
+    if n > 0 {
+        counter!(PAIRS_RELEASED, "reason" => reason).increment(n as u64);
+    }
 }
 
 /// A work completion with an error (`status`: the `ibv_wc_status` name, or

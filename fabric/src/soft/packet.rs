@@ -7,13 +7,22 @@
 //! `seg_len` says so. Everything read from a peer is checked: a bad magic,
 //! version or opcode, or a segment longer than [`MAX_SEGMENT`], closes the
 //! connection.
+//!
+//! Every connection starts with a [`Hello`] from the requester that names
+//! who it is and the one QP or DCT it will address, answered by the
+//! responder's [`HelloAck`]. A requester sends no request, and so no byte of
+//! memory, before that answer: a connection that reaches something other
+//! than a soft device (an address and port derived from a hostile token)
+//! carries only the hello. A responder closes a stream whose first bytes are
+//! not a valid hello, whose claimed GID is not the TCP peer's address, or
+//! whose later requests claim another source or destination.
 
 use hipobj_wire::Gid;
 
 /// Marks every header.
 pub const MAGIC: u16 = 0x5248; // "HR"
-/// Protocol version.
-pub const VERSION: u8 = 1;
+/// Protocol version (2: connections open with a hello).
+pub const VERSION: u8 = 2;
 /// The payload of one full segment: a message is cut into segments of this
 /// size, each with its own PSN. Both sides derive PSNs from it, so it is part
 /// of the protocol, not a setting.
@@ -279,6 +288,75 @@ impl Response {
     }
 }
 
+/// The first thing a requester sends on a new connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// The requester's GID (its address must be the TCP peer's).
+    pub src_gid: Gid,
+    /// The requester's QP number.
+    pub src_qpn: u32,
+    /// The only QP or DCT number this connection's requests may name.
+    pub dst_qpn: u32,
+}
+
+/// Encoded hello size.
+pub const HELLO_LEN: usize = 32;
+/// Encoded hello answer size.
+pub const HELLO_ACK_LEN: usize = 8;
+const KIND_HELLO: u8 = b'H';
+const KIND_HELLO_ACK: u8 = b'A';
+
+impl Hello {
+    /// Field-by-field encoding.
+    pub fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut b = [0u8; HELLO_LEN];
+        b[0..2].copy_from_slice(&MAGIC.to_le_bytes());
+        b[2] = VERSION;
+        b[3] = KIND_HELLO;
+        b[4..8].copy_from_slice(&self.dst_qpn.to_le_bytes());
+        b[8..12].copy_from_slice(&self.src_qpn.to_le_bytes());
+        b[16..32].copy_from_slice(self.src_gid.as_bytes());
+        b
+    }
+
+    /// Decodes and checks a hello; `None` if it is not one.
+    pub fn decode(b: &[u8; HELLO_LEN]) -> Option<Hello> {
+        if u16::from_le_bytes([b[0], b[1]]) != MAGIC || b[2] != VERSION || b[3] != KIND_HELLO {
+            return None;
+        }
+        if b[12..16] != [0; 4] {
+            return None;
+        }
+        let mut gid = [0u8; 16];
+        gid.copy_from_slice(&b[16..32]);
+        Some(Hello {
+            dst_qpn: u32_at(b, 4),
+            src_qpn: u32_at(b, 8),
+            src_gid: Gid(gid),
+        })
+    }
+}
+
+/// The responder's answer to a hello: the connection may carry requests.
+#[derive(Debug)]
+pub struct HelloAck;
+
+impl HelloAck {
+    /// The encoding.
+    pub fn encode() -> [u8; HELLO_ACK_LEN] {
+        let mut b = [0u8; HELLO_ACK_LEN];
+        b[0..2].copy_from_slice(&MAGIC.to_le_bytes());
+        b[2] = VERSION;
+        b[3] = KIND_HELLO_ACK;
+        b
+    }
+
+    /// Whether `b` is a valid answer.
+    pub fn is_valid(b: &[u8; HELLO_ACK_LEN]) -> bool {
+        *b == HelloAck::encode()
+    }
+}
+
 fn u32_at(b: &[u8], at: usize) -> u32 {
     let mut w = [0u8; 4];
     w.copy_from_slice(&b[at..at + 4]);
@@ -338,6 +416,25 @@ mod tests {
             ..r
         };
         assert_eq!(Request::decode(&read_with_payload.encode()), None);
+    }
+
+    #[test]
+    fn hello_round_trip_and_rejects() {
+        let h = Hello {
+            src_gid: Gid::from_ipv4([127, 0, 0, 1].into()),
+            src_qpn: 0x1234_01,
+            dst_qpn: 0x5678_02,
+        };
+        assert_eq!(Hello::decode(&h.encode()), Some(h));
+        let mut bad = h.encode();
+        bad[3] = b'X';
+        assert_eq!(Hello::decode(&bad), None);
+        // A request header is not a hello.
+        let mut req = [0u8; HELLO_LEN];
+        req.copy_from_slice(&Request::decode(&[0u8; REQUEST_LEN]).map_or([0u8; REQUEST_LEN], |r| r.encode())[..HELLO_LEN]);
+        assert_eq!(Hello::decode(&req), None);
+        assert!(HelloAck::is_valid(&HelloAck::encode()));
+        assert!(!HelloAck::is_valid(b"+OK\r\n\0\0\0"));
     }
 
     #[test]

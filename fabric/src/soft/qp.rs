@@ -111,6 +111,20 @@ pub(crate) struct QpCore {
     pub conn: Option<Arc<ReqConn>>,
     /// For DC initiators: where the current connection goes.
     pub dc_target: Option<crate::types::DcAddr>,
+    /// Threads now moving bytes between a socket and memory that one of
+    /// this QP's work requests names, outside the lock.
+    pub busy: u32,
+    /// Completions not delivered yet because `busy` was not zero when they
+    /// were made (see [`QpInner::deliver`]): delivered, in order, when the
+    /// last busy thread lets go.
+    pub held: VecDeque<(CqSide, WorkCompletion)>,
+}
+
+/// Which of a QP's completion queues a completion goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CqSide {
+    Send,
+    Recv,
 }
 
 /// A QP shared by its handle and the threads working for it.
@@ -186,6 +200,53 @@ impl QpInner {
         }
     }
 
+    /// Hands a completion to its CQ, unless a thread may still be touching
+    /// memory a work request of this QP names.
+    ///
+    /// The rule hardware keeps, and the one that lets an application reuse
+    /// a buffer: once a work request's completion is seen, nothing reads or
+    /// writes its memory for it any more. A failed or flushed request's
+    /// memory may be in the middle of a `send(2)` or `recv(2)` on another
+    /// thread (the QP went to ERR while the engine was sending a segment, or
+    /// a READ response was being placed); such a completion, and every one
+    /// after it, is held until the last busy thread lets go
+    /// ([`QpInner::unbusy`]). A successful completion is delivered at once
+    /// when nothing is held: its bytes were acknowledged, and a
+    /// retransmission of it still in a socket is a duplicate the responder
+    /// discards unread.
+    pub fn deliver(&self, g: &mut QpCore, side: CqSide, wc: WorkCompletion) {
+        if g.busy > 0 && (wc.status != WcStatus::Success || !g.held.is_empty()) {
+            g.held.push_back((side, wc));
+            return;
+        }
+        self.push_now(side, wc);
+    }
+
+    fn push_now(&self, side: CqSide, wc: WorkCompletion) {
+        match side {
+            CqSide::Send => self.send_cq.push(wc),
+            CqSide::Recv => self.recv_cq.push(wc),
+        }
+    }
+
+    /// A thread starts moving bytes for one of this QP's work requests
+    /// outside the lock.
+    pub fn busy(&self, g: &mut QpCore) {
+        g.busy += 1;
+    }
+
+    /// The thread that called [`QpInner::busy`] no longer touches the
+    /// memory: the last one out delivers what was held.
+    pub fn unbusy(&self, g: &mut QpCore) {
+        g.busy = g.busy.saturating_sub(1);
+        if g.busy == 0 {
+            while let Some((side, wc)) = g.held.pop_front() {
+                self.push_now(side, wc);
+            }
+            self.wake.notify_all();
+        }
+    }
+
     /// Completes the request at the head of the send queue.
     pub fn complete_head(&self, g: &mut QpCore, status: WcStatus, vendor_err: u32) {
         if let Some(a) = g.sq.pop_front() {
@@ -194,14 +255,16 @@ impl QpInner {
                 if status == WcStatus::Success {
                     wc.byte_len = a.len as u32;
                 }
-                self.send_cq.push(wc);
+                self.deliver(g, CqSide::Send, wc);
             }
         }
     }
 
     /// Completes a receive.
+    #[allow(clippy::too_many_arguments)]
     pub fn complete_recv(
         &self,
+        g: &mut QpCore,
         wr_id: u64,
         status: WcStatus,
         wc_op: WcOpcode,
@@ -213,7 +276,7 @@ impl QpInner {
         wc.byte_len = len as u32;
         wc.imm_data = imm;
         wc.src_qp = src_qp;
-        self.recv_cq.push(wc);
+        self.deliver(g, CqSide::Recv, wc);
     }
 
     /// Moves to ERR: every outstanding request and receive completes with
@@ -230,7 +293,7 @@ impl QpInner {
             self.complete_head(g, WcStatus::WrFlushErr, vendor_err::FLUSHED);
         }
         while let Some(r) = g.rq.pop_front() {
-            self.complete_recv(r.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None, 0);
+            self.complete_recv(g, r.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None, 0);
         }
     }
 
@@ -258,11 +321,17 @@ impl QpInner {
         let from = g.state;
         match to {
             QpState::Reset => {
-                // Everything queued is discarded without completions.
+                // Everything queued is discarded without completions;
+                // threads still busy with memory keep their count, and
+                // what they hold is delivered when they let go.
                 self.stop_threads(&mut g);
                 let gen = g.gen;
+                let busy = g.busy;
+                let held = std::mem::take(&mut g.held);
                 *g = QpCore {
                     gen,
+                    busy,
+                    held,
                     ..QpCore::default()
                 };
                 return Ok(());
@@ -401,7 +470,15 @@ impl QpInner {
         match g.state {
             QpState::Reset => return Err(FabricError::invalid(V, "the QP is in RESET")),
             QpState::Err => {
-                self.complete_recv(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None, 0);
+                self.complete_recv(
+                    &mut g,
+                    wr.wr_id,
+                    WcStatus::WrFlushErr,
+                    WcOpcode::Recv,
+                    0,
+                    None,
+                    0,
+                );
                 return Ok(());
             }
             _ => {}
@@ -457,5 +534,15 @@ impl Drop for SoftQp {
         g.destroyed = true;
         g.state = QpState::Reset;
         q.stop_threads(&mut g);
+        // As ibv_destroy_qp: once it returns, nothing touches the memory
+        // the QP's work requests named. The sockets are shut down, so a
+        // thread in send(2) or recv(2) returns at once.
+        while g.busy > 0 {
+            g = q
+                .wake
+                .wait_timeout(g, std::time::Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 }

@@ -10,7 +10,8 @@
 
 use super::memory::{self, dead_region, walk, KeyError, Piece};
 use super::packet::{
-    ReqOp, Request, RespOp, Response, Syndrome, FLAG_FIRST, FLAG_LAST, RESPONSE_LEN,
+    Hello, HelloAck, ReqOp, Request, RespOp, Response, Syndrome, FLAG_FIRST, FLAG_LAST,
+    HELLO_ACK_LEN, RESPONSE_LEN,
 };
 use super::qp::{vendor_err, QpCore, QpInner, ReqConn};
 use super::{psn, timers};
@@ -91,7 +92,7 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
                     .unwrap_or(Duration::from_secs(2))
                     .min(Duration::from_secs(2));
                 drop(g);
-                let c = to.and_then(|addr| connect(&qp, gen, addr, limit));
+                let c = to.and_then(|(addr, dst)| connect(&qp, gen, addr, dst, limit));
                 g = qp.lock();
                 if g.gen != gen {
                     if let Some(c) = c {
@@ -103,12 +104,16 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
                 c
             }
         };
+        // The segment's memory is read outside the lock: a completion that
+        // would let the application reuse it waits (QpInner::deliver).
+        qp.busy(&mut g);
         drop(g);
         let res = match &conn {
             None => Err(TxError::Unreachable),
             Some(c) => transmit(&qp, c, &out),
         };
         g = qp.lock();
+        qp.unbusy(&mut g);
         if g.gen != gen {
             return;
         }
@@ -159,8 +164,9 @@ fn drop_conn(g: &mut QpCore, id: Option<u64>) {
 }
 
 /// Where the responder's device listens: the GID's IPv4 address, and the
-/// port in the upper 16 bits of the responder's QP (or DCT) number.
-fn endpoint(qp: &QpInner, g: &QpCore) -> Option<SocketAddrV4> {
+/// port in the upper 16 bits of the responder's QP (or DCT) number; and
+/// that number.
+fn endpoint(qp: &QpInner, g: &QpCore) -> Option<(SocketAddrV4, u32)> {
     let (gid, qpn) = match qp.qp_type {
         QpType::Rc => (g.attr.ah_attr.grh?.dgid, g.attr.dest_qp_num),
         QpType::DcInitiator => {
@@ -169,23 +175,58 @@ fn endpoint(qp: &QpInner, g: &QpCore) -> Option<SocketAddrV4> {
         }
     };
     let port = (qpn >> 8) as u16;
-    (port != 0).then_some(SocketAddrV4::new(gid.ipv4()?, port))
+    (port != 0).then_some((SocketAddrV4::new(gid.ipv4()?, port), qpn))
+}
+
+/// Opens a connection from this device's address to `addr` and completes
+/// the hello: `None` unless a soft device answered it within `limit`.
+fn open_stream(qp: &QpInner, addr: SocketAddrV4, dst_qpn: u32, limit: Duration) -> Option<TcpStream> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        tracing::debug!(qpn = format_args!("{:#x}", qp.qpn), %addr, error = %e, "soft requester: {what}");
+    };
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .map_err(|e| fail("socket", &e))
+        .ok()?;
+    // From the device's own address, which the responder checks against
+    // the GID the hello claims.
+    sock.bind(&SocketAddrV4::new(qp.dev.ip, 0).into())
+        .map_err(|e| fail("bind", &e))
+        .ok()?;
+    sock.connect_timeout(&addr.into(), limit)
+        .map_err(|e| fail("cannot reach its peer", &e))
+        .ok()?;
+    let stream: TcpStream = sock.into();
+    let _ = stream.set_nodelay(true);
+    let hello = Hello {
+        src_gid: qp.dev.gid,
+        src_qpn: qp.qpn,
+        dst_qpn,
+    };
+    memory::send_bytes(&stream, &hello.encode(), false)
+        .map_err(|e| fail("hello not sent", &e))
+        .ok()?;
+    stream.set_read_timeout(Some(limit)).ok()?;
+    let ack = memory::read_header::<HELLO_ACK_LEN>(&stream);
+    match ack {
+        Ok(Some(b)) if HelloAck::is_valid(&b) => {}
+        other => {
+            fail("the peer did not answer the hello", &format_args!("{other:?}"));
+            let _ = stream.shutdown(Shutdown::Both);
+            return None;
+        }
+    }
+    stream.set_read_timeout(None).ok()?;
+    Some(stream)
 }
 
 fn connect(
     qp: &Arc<QpInner>,
     gen: u64,
     addr: SocketAddrV4,
+    dst_qpn: u32,
     limit: Duration,
 ) -> Option<Arc<ReqConn>> {
-    let stream = match TcpStream::connect_timeout(&addr.into(), limit) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::debug!(qpn = format_args!("{:#x}", qp.qpn), %addr, error = %e, "soft requester cannot reach its peer");
-            return None;
-        }
-    };
-    let _ = stream.set_nodelay(true);
+    let stream = open_stream(qp, addr, dst_qpn, limit)?;
     let reader = stream.try_clone().ok()?;
     let conn = Arc::new(ReqConn {
         id: qp.dev.next_id(),
@@ -527,6 +568,8 @@ fn on_read_response(
             return memory::drain(stream, len).is_ok();
         }
     };
+    // The READ's memory is written outside the lock: a flush waits.
+    qp.busy(&mut g);
     drop(g);
     let placed = walk(&pieces, off as usize, len, |p: &Piece, host, n| {
         // SAFETY: `host..host + n` lies inside the live region `p.mr`, which
@@ -536,6 +579,7 @@ fn on_read_response(
             .unwrap_or_else(|| Err(dead_region()))
     });
     let mut g = qp.lock();
+    qp.unbusy(&mut g);
     if g.gen != gen {
         return false;
     }

@@ -11,7 +11,10 @@
 use super::dct::DctInner;
 use super::device::{DeviceShared, Target};
 use super::memory::{self, dead_region, walk, MrInner, Piece};
-use super::packet::{ReqOp, Request, Response, Syndrome, FLAG_FIRST, FLAG_LAST, REQUEST_LEN};
+use super::packet::{
+    Hello, HelloAck, ReqOp, Request, Response, Syndrome, FLAG_FIRST, FLAG_LAST, HELLO_LEN,
+    REQUEST_LEN,
+};
 use super::psn;
 use super::qp::{segments, QpCore, QpInner};
 use crate::types::{AccessFlags, QpState, WcOpcode, WcStatus};
@@ -19,9 +22,43 @@ use std::collections::HashMap;
 use std::io;
 use std::net::TcpStream;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a new connection may take to send its hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Reads and checks the hello a connection must open with, and answers it.
+/// `None`: the stream is not a soft requester's (closed by the caller).
+fn accept_hello(dev: &DeviceShared, stream: &TcpStream) -> Option<Hello> {
+    let peer = stream.peer_addr().ok()?;
+    stream.set_read_timeout(Some(HELLO_TIMEOUT)).ok()?;
+    let hello = match memory::read_header::<HELLO_LEN>(stream) {
+        Ok(Some(b)) => Hello::decode(&b),
+        _ => None,
+    };
+    let Some(hello) = hello else {
+        tracing::warn!(%peer, "soft responder: a connection did not open with a hello; closed");
+        return None;
+    };
+    // The GID a requester claims must be the address it connects from.
+    let claimed = hello.src_gid.ipv4().map(std::net::IpAddr::V4);
+    if claimed != Some(peer.ip()) {
+        tracing::warn!(%peer, claimed = ?hello.src_gid, "soft responder: hello from another address than its GID; closed");
+        return None;
+    }
+    stream.set_read_timeout(None).ok()?;
+    memory::send_bytes(stream, &HelloAck::encode(), false).ok()?;
+    tracing::trace!(%peer, dst = format_args!("{:#x}", hello.dst_qpn), dev = %dev.ip, "soft responder: hello");
+    Some(hello)
+}
 
 /// Serves one connection until it closes.
 pub(crate) fn serve(dev: Arc<DeviceShared>, stream: TcpStream, conn_id: u64) {
+    let Some(hello) = accept_hello(&dev, &stream) else {
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        dev.unregister_conn(conn_id);
+        return;
+    };
     let mut dct_epsn: HashMap<u32, u32> = HashMap::new();
     let r = loop {
         let hdr = match memory::read_header::<REQUEST_LEN>(&stream) {
@@ -33,6 +70,17 @@ pub(crate) fn serve(dev: Arc<DeviceShared>, stream: TcpStream, conn_id: u64) {
             tracing::warn!("soft responder: malformed request; closing the connection");
             break Ok(());
         };
+        if req.src_gid != hello.src_gid
+            || req.src_qpn != hello.src_qpn
+            || req.dst_qpn != hello.dst_qpn
+        {
+            tracing::warn!(
+                src_qpn = format_args!("{:#x}", req.src_qpn),
+                dst_qpn = format_args!("{:#x}", req.dst_qpn),
+                "soft responder: a request that is not the hello's; closing the connection"
+            );
+            break Ok(());
+        }
         let step = match dev.target(req.dst_qpn) {
             Some(Target::Rc(w)) => match w.upgrade() {
                 Some(qp) => rc_request(&dev, &qp, &stream, &req),
@@ -275,6 +323,7 @@ fn rc_request(
             if last && req.op == ReqOp::WriteImm {
                 if let Some(r) = g.rq.pop_front() {
                     qp.complete_recv(
+                        &mut g,
                         r.wr_id,
                         WcStatus::Success,
                         WcOpcode::RecvRdmaWithImm,
@@ -298,6 +347,7 @@ fn rc_request(
             if req.msg_len > room {
                 g.rq.pop_front();
                 qp.complete_recv(
+                        &mut g,
                     recv.wr_id,
                     WcStatus::LocLenErr,
                     WcOpcode::Recv,
@@ -312,6 +362,7 @@ fn rc_request(
                 Err(_) => {
                     g.rq.pop_front();
                     qp.complete_recv(
+                        &mut g,
                         recv.wr_id,
                         WcStatus::LocProtErr,
                         WcOpcode::Recv,
@@ -323,10 +374,12 @@ fn rc_request(
                 }
             };
             let gen = g.gen;
-            drop(g);
             let Ok(off) = usize::try_from(req.va) else {
-                return nak_and_error(qp, qp.lock(), stream, req, Syndrome::InvalidRequest);
+                return nak_and_error(qp, g, stream, req, Syndrome::InvalidRequest);
             };
+            // The receive's memory is being written: a flush of it waits.
+            qp.busy(&mut g);
+            drop(g);
             let placed = walk(&pieces, off, req.seg_len as usize, |p: &Piece, host, n| {
                 // SAFETY: `host..host + n` lies inside the live region
                 // `p.mr`, which allows local writes (checked by resolve and
@@ -334,6 +387,8 @@ fn rc_request(
                 p.mr.while_live(|| unsafe { memory::recv_into(stream, host, n) })
                     .unwrap_or_else(|| Err(dead_region()))
             });
+            let mut g = qp.lock();
+            qp.unbusy(&mut g);
             match placed {
                 Ok(()) => {}
                 Err(memory::WalkError::Io(e)) if e.kind() != io::ErrorKind::NotFound => {
@@ -341,7 +396,6 @@ fn rc_request(
                 }
                 Err(_) => return Err(io::Error::other("receive buffer went away during a send")),
             }
-            let mut g = qp.lock();
             if g.gen != gen {
                 return Ok(());
             }
@@ -350,6 +404,7 @@ fn rc_request(
                 if let Some(r) = g.rq.pop_front() {
                     let imm = (req.op == ReqOp::SendImm).then_some(req.imm);
                     qp.complete_recv(
+                        &mut g,
                         r.wr_id,
                         WcStatus::Success,
                         WcOpcode::Recv,

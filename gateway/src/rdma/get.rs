@@ -6,13 +6,12 @@
 
 use super::mover::{MoveError, Mover, Path, RemoteBuffer};
 use super::staging::{AcquireError, Staging};
-use super::{copy_object_headers, set_request_id, with_reply, RdmaEngine};
+use super::{copy_object_headers, set_request_id, with_reply, Transfer};
 use crate::body::Body;
 use crate::s3err::S3Error;
-use crate::upstream::{Payload, Upstream};
+use crate::upstream::Payload;
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
-use std::sync::Arc;
 
 /// The SHA-256 of the empty body.
 pub(crate) const EMPTY_SHA256: &str =
@@ -34,13 +33,12 @@ fn ranged(parts: &http::request::Parts) -> bool {
 }
 
 pub(super) async fn run(
-    engine: &Arc<RdmaEngine>,
+    ctx: &Transfer<'_>,
     parts: http::request::Parts,
     path: Path,
     remote: RemoteBuffer,
-    upstream: &Arc<dyn Upstream>,
-    request_id: &str,
 ) -> Answer {
+    let (engine, upstream, request_id) = (ctx.engine, ctx.upstream, ctx.request_id);
     let partial = ranged(&parts);
     let mut req = http::Request::builder()
         .method(http::Method::GET)
@@ -83,7 +81,7 @@ pub(super) async fn run(
     }
     let chunk = engine.pool.chunk();
     let depth = engine.depth();
-    let mut mover = Mover::new(path, remote);
+    let mut mover = Mover::new(path, remote, engine.progress_timeout());
     let mut offset: u64 = 0; // bytes posted so far
     let mut current: Option<(Staging, usize)> = None;
     let mut failure: Option<(S3Error, &'static str)> = None;
@@ -107,7 +105,7 @@ pub(super) async fn run(
             if current.is_none() {
                 match engine
                     .pool
-                    .acquire_for(&mut mover, true, engine.pool_timeout())
+                    .acquire_for(ctx.share, &mut mover, true, engine.pool_timeout())
                     .await
                 {
                     Ok(s) => current = Some((s, 0)),

@@ -1,12 +1,14 @@
 //! The RDMA path: requests carrying `x-amz-rdma-token`.
 //!
 //! - `pairs`: the connect-first RC flow's server QPs.
+//! - `dci`: the bounded pool of DC initiators.
 //! - `staging`: the shared pool of registered buffers.
 //! - `mover`: posting WRITE/READ and waiting for completions.
 //! - `checksum`: the checksums a PUT is verified against.
 //! - `get`, `put`: GetObject, and PutObject/UploadPart.
 
 pub mod checksum;
+pub mod dci;
 mod get;
 pub mod mover;
 pub mod pairs;
@@ -15,18 +17,21 @@ pub mod staging;
 
 use crate::body::Body;
 use crate::config::RdmaConfig;
+use crate::engine::ClientAddr;
 use crate::s3err::S3Error;
 use crate::upstream::Upstream;
 use hipobj_fabric::rc::{RcParams, RcPeer};
 use hipobj_fabric::seam::Provider;
 use hipobj_fabric::soft::SoftProvider;
-use hipobj_fabric::{DcAddr, Device, Gid, ProtectionDomain, QpCap, QpState, QpType};
+use hipobj_fabric::{DcAddr, Device, Gid, ProtectionDomain, QpState};
 use hipobj_wire::{detect, headers, Token, TokenValue, Transport};
 use http::{HeaderValue, Response, StatusCode};
 use mover::{Path, RemoteBuffer};
 use pairs::{Limits, Pairs};
-use staging::StagingPool;
-use std::sync::Arc;
+use staging::{Share, StagingPool};
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 use tracing::Instrument as _;
 
 /// cuObject's public default DC access key; configurable.
@@ -92,6 +97,69 @@ pub fn classify(method: &http::Method, uri: &http::Uri, headers: &http::HeaderMa
     }
 }
 
+/// The largest object S3 stores (5 TiB): no GET needs a larger buffer.
+pub const MAX_GET_BUFFER: u64 = 5 << 40;
+/// The largest PutObject or UploadPart S3 accepts (5 GiB).
+pub const MAX_PUT_LEN: u64 = 5 << 30;
+
+/// Refuses a token whose buffer no real request can have: an address range
+/// that wraps, a GET buffer beyond the largest object, a PUT beyond S3's
+/// largest single upload.
+fn check_buffer(op: Operation, remote: &RemoteBuffer) -> Result<(), S3Error> {
+    if remote.addr.checked_add(remote.len).is_none() {
+        return Err(S3Error::invalid_token(format!(
+            "the RDMA buffer's address plus its length ({}) overflows",
+            remote.len
+        )));
+    }
+    match op {
+        Operation::GetObject if remote.len > MAX_GET_BUFFER => Err(S3Error::invalid_token(
+            format!(
+                "an RDMA buffer of {} bytes is larger than any object (5 TiB)",
+                remote.len
+            ),
+        )),
+        Operation::PutObject | Operation::UploadPart if remote.len > MAX_PUT_LEN => {
+            Err(S3Error::new(
+                StatusCode::BAD_REQUEST,
+                "EntityTooLarge",
+                format!(
+                    "{} bytes: a single upload is at most 5 GiB (use a multipart upload)",
+                    remote.len
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Where a transfer token points.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    /// A connected RC client QP.
+    Rc { gid: Gid, qp_num: u32 },
+    /// A DC target.
+    Dc(DcAddr),
+}
+
+impl Target {
+    fn gid(&self) -> Gid {
+        match self {
+            Target::Rc { gid, .. } => *gid,
+            Target::Dc(to) => to.gid,
+        }
+    }
+}
+
+/// What a GET or PUT transfer works with.
+pub(crate) struct Transfer<'a> {
+    pub engine: &'a Arc<RdmaEngine>,
+    /// The access key's share of the staging pool.
+    pub share: &'a Share,
+    pub upstream: &'a Arc<dyn Upstream>,
+    pub request_id: &'a str,
+}
+
 /// The RDMA side of the engine.
 #[derive(Debug)]
 pub struct RdmaEngine {
@@ -107,6 +175,8 @@ pub struct RdmaEngine {
     pub pool: StagingPool,
     /// Connected pairs.
     pub pairs: Pairs,
+    /// DC initiators.
+    pub dcis: dci::DciPool,
     cfg: RdmaConfig,
     dc_key: u64,
 }
@@ -145,7 +215,7 @@ impl RdmaEngine {
             .map_or(Gid::ZERO, |e| e.gid);
         let gid_index = u8::try_from(index).unwrap_or(0);
         let pd = device.alloc_pd()?;
-        let pool = StagingPool::new(&pd, cfg.chunk_size, cfg.buffers)?;
+        let pool = StagingPool::new(&pd, cfg.chunk_size, cfg.buffers, cfg.staging_per_key)?;
         let params = RcParams {
             gid_index,
             ..RcParams::default()
@@ -164,9 +234,27 @@ impl RdmaEngine {
             params,
             pool,
             pairs,
+            dcis: dci::DciPool::new(cfg.dc_initiators, cfg.dc_per_key),
             cfg: cfg.clone(),
             dc_key,
         })
+    }
+
+    /// Starts the thread that expires idle pairs and probes the clients of
+    /// pairs that sat idle, on a timer; it ends when the engine is dropped.
+    pub fn start_sweeper(self: &Arc<Self>) -> std::io::Result<()> {
+        let engine: Weak<RdmaEngine> = Arc::downgrade(self);
+        let period = self.cfg.pair_probe.min(Duration::from_secs(5));
+        std::thread::Builder::new()
+            .name("rdma-pair-sweeper".into())
+            .spawn(move || loop {
+                std::thread::sleep(period);
+                let Some(e) = engine.upgrade() else { return };
+                crate::metrics::pairs_released("idle", e.pairs.sweep());
+                let probe_wait = e.cfg.progress_timeout;
+                crate::metrics::pairs_released("probe", e.pairs.probe(e.cfg.pair_probe, probe_wait));
+            })
+            .map(|_| ())
     }
 
     /// A human description for the start-up line.
@@ -189,27 +277,35 @@ impl RdmaEngine {
         matches!(self.device.query_port(1), Ok(p) if p.state == hipobj_fabric::PortState::Active)
     }
 
-    fn dci(&self, to: DcAddr) -> Result<Path, hipobj_fabric::FabricError> {
-        let cq = self.device.create_cq(64)?;
-        let qp = self.pd.create_qp(
-            QpType::DcInitiator,
-            &cq,
-            &cq,
-            QpCap {
-                max_send_wr: 64,
-                max_recv_wr: 0,
-                max_send_sge: 1,
-                max_recv_sge: 0,
-            },
-        )?;
-        hipobj_fabric::dc::initiator_to_rts(&qp, &self.params)?;
-        Ok(Path::Dc { qp, cq, to })
+    /// DC initiators leased now.
+    pub fn dc_in_use(&self) -> usize {
+        self.dcis.leased(self.cfg.dc_initiators)
     }
 
-    /// Serves one request carrying `token` for the authenticated `access_key`.
+    /// Whether a token's GID may be aimed at: the address of the HTTP peer
+    /// the request came from, or one in the operator's allowed networks.
+    /// The gateway connects only to the caller.
+    fn peer_allowed(&self, gid: Gid, client: Option<ClientAddr>) -> bool {
+        let gid_ip = match gid.ipv4() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(gid.0)),
+        };
+        let from_caller = client.is_some_and(|c| match c.0.ip() {
+            IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .map_or(IpAddr::V6(v6), IpAddr::V4)
+                .eq(&gid_ip),
+            ip => ip == gid_ip,
+        });
+        from_caller || self.cfg.allowed_peers.iter().any(|n| n.contains(&gid_ip))
+    }
+
+    /// Serves one request carrying `token` for the authenticated
+    /// `access_key`; `client` is the HTTP peer it came from.
     pub async fn serve(
         self: &Arc<Self>,
         access_key: &str,
+        client: Option<ClientAddr>,
         parts: http::request::Parts,
         token: &str,
         upstream: &Arc<dyn Upstream>,
@@ -228,70 +324,39 @@ impl RdmaEngine {
                 return S3Error::invalid_token(e.to_string()).into_response(request_id);
             }
         };
-        let (path, mut remote, dialect) = match detected.value {
+        // Where the bytes would go: the RC client QP, or a DC target.
+        let (target, mut remote, dialect) = match detected.value {
             TokenValue::HipObj(t) if t.transport == Transport::Rc && t.is_handshake() => {
+                if !self.peer_allowed(t.gid, client) {
+                    return self.refuse_peer(t.gid, client, request_id);
+                }
                 return self.handshake(access_key, &t, request_id);
             }
-            TokenValue::HipObj(t) if t.transport == Transport::Rc => {
-                match self.pairs.get(t.gid, t.qp_num) {
-                    None => {
-                        crate::metrics::rdma_fallback("reconnect");
-                        return with_reply(
-                        S3Error::new(
-                            StatusCode::MISDIRECTED_REQUEST,
-                            "RDMAConnectionUnknown",
-                            "no RDMA connection to this client QP: repeat the handshake (reply 421)".to_string(),
-                        )
-                        .into_response(request_id),
-                        "421",
-                    );
-                    }
-                    Some(p) if p.access_key != access_key => {
-                        crate::metrics::rdma_failure("AccessDenied");
-                        return with_reply(
-                            S3Error::access_denied(
-                                "the RDMA connection belongs to another access key".to_string(),
-                            )
-                            .into_response(request_id),
-                            "403",
-                        );
-                    }
-                    Some(p) => (
-                        Path::Rc(p),
-                        RemoteBuffer {
-                            addr: t.addr,
-                            len: t.len,
-                            rkey: t.rkey,
-                        },
-                        "hipobj-rc",
-                    ),
-                }
-            }
             TokenValue::HipObj(t) => {
-                let to = DcAddr {
-                    gid: t.gid,
-                    lid: t.lid,
-                    dct_num: t.qp_num,
-                    dc_key: self.dc_key,
-                };
-                match self.dci(to) {
-                    Ok(p) => (
-                        p,
-                        RemoteBuffer {
-                            addr: t.addr,
-                            len: t.len,
-                            rkey: t.rkey,
-                        },
-                        "hipobj-dc",
-                    ),
-                    Err(e) => {
-                        return self.decline(
-                            "dc_unavailable",
-                            &format!("DC is not available here: {e}"),
-                            request_id,
-                        )
+                let target = if t.transport == Transport::Rc {
+                    Target::Rc {
+                        gid: t.gid,
+                        qp_num: t.qp_num,
                     }
-                }
+                } else {
+                    Target::Dc(DcAddr {
+                        gid: t.gid,
+                        lid: t.lid,
+                        dct_num: t.qp_num,
+                        dc_key: self.dc_key,
+                    })
+                };
+                let dialect = if t.transport == Transport::Rc {
+                    "hipobj-rc"
+                } else {
+                    "hipobj-dc"
+                };
+                let remote = RemoteBuffer {
+                    addr: t.addr,
+                    len: t.len,
+                    rkey: t.rkey,
+                };
+                (target, remote, dialect)
             }
             TokenValue::CuObj(d) => {
                 let Some(gid) = d.gid else {
@@ -307,16 +372,91 @@ impl RdmaEngine {
                     dct_num: d.dct_num,
                     dc_key: self.dc_key,
                 };
-                match self.dci(to) {
-                    Ok(p) => (
-                        p,
-                        RemoteBuffer {
-                            addr: d.addr,
-                            len: u64::from(d.size),
-                            rkey: d.rkey,
-                        },
-                        "cuobj-dc",
-                    ),
+                let remote = RemoteBuffer {
+                    addr: d.addr,
+                    len: u64::from(d.size),
+                    rkey: d.rkey,
+                };
+                (Target::Dc(to), remote, "cuobj-dc")
+            }
+        };
+        if let Some(s) = detected.suffix {
+            // The legacy suffix overrides the buffer's address and size, as
+            // MinIO AIStor treats it.
+            remote.addr = s.addr;
+            remote.len = s.len;
+        }
+        let op = classify(&parts.method, &parts.uri, &parts.headers);
+        if op == Operation::Other {
+            return self.decline(
+                "operation",
+                "RDMA serves GetObject, PutObject and UploadPart only",
+                request_id,
+            );
+        }
+        // A client's mistake is a 4xx before any RDMA (SDKs retry 5xx).
+        if let Err(e) = check_buffer(op, &remote) {
+            tracing::info!(token = %redacted, error = %e.message, "RDMA buffer refused");
+            crate::metrics::rdma_failure(e.code);
+            return with_reply(e.into_response(request_id), "400");
+        }
+        if !self.peer_allowed(target.gid(), client) {
+            return self.refuse_peer(target.gid(), client, request_id);
+        }
+        let path = match target {
+            Target::Rc { gid, qp_num } => match self.pairs.get(gid, qp_num) {
+                None => {
+                    crate::metrics::rdma_fallback("reconnect");
+                    return with_reply(
+                        S3Error::new(
+                            StatusCode::MISDIRECTED_REQUEST,
+                            "RDMAConnectionUnknown",
+                            "no RDMA connection to this client QP: repeat the handshake (reply 421)"
+                                .to_string(),
+                        )
+                        .into_response(request_id),
+                        "421",
+                    );
+                }
+                Some(p) if p.access_key != access_key => {
+                    crate::metrics::rdma_failure("AccessDenied");
+                    return with_reply(
+                        S3Error::access_denied(
+                            "the RDMA connection belongs to another access key".to_string(),
+                        )
+                        .into_response(request_id),
+                        "403",
+                    );
+                }
+                Some(p) => Path::Rc(p),
+            },
+            Target::Dc(to) => {
+                if !self.device.info().supports_dc {
+                    return self.decline(
+                        "dc_unavailable",
+                        "DC is not available on this device",
+                        request_id,
+                    );
+                }
+                match self
+                    .dcis
+                    .lease(
+                        access_key,
+                        self.cfg.pool_timeout,
+                        &self.device,
+                        &self.pd,
+                        &self.params,
+                    )
+                    .await
+                {
+                    Ok(lease) => Path::Dc { lease, to },
+                    Err(e @ dci::DciError::Busy(..)) => {
+                        crate::metrics::rdma_failure("SlowDown");
+                        return with_reply(
+                            S3Error::pool_timeout(e.to_string()).into_response(request_id),
+                            "503",
+                        );
+                    }
                     Err(e) => {
                         return self.decline(
                             "dc_unavailable",
@@ -327,13 +467,7 @@ impl RdmaEngine {
                 }
             }
         };
-        if let Some(s) = detected.suffix {
-            // The legacy suffix overrides the buffer's address and size, as
-            // MinIO AIStor treats it.
-            remote.addr = s.addr;
-            remote.len = s.len;
-        }
-        let op = classify(&parts.method, &parts.uri, &parts.headers);
+        let share = self.pool.share(access_key);
         let span =
             tracing::info_span!("rdma", dialect, op = ?op, len = remote.len, token = %redacted);
         let (engine, upstream, request_id_owned) =
@@ -352,20 +486,15 @@ impl RdmaEngine {
                 None => None,
             };
             let start = std::time::Instant::now();
+            let ctx = Transfer {
+                engine: &engine,
+                share: &share,
+                upstream: &upstream,
+                request_id: &request_id,
+            };
             let result = match op {
-                Operation::GetObject => {
-                    get::run(&engine, parts, path, remote, &upstream, &request_id).await
-                }
-                Operation::PutObject | Operation::UploadPart => {
-                    put::run(&engine, parts, path, remote, &upstream, &request_id).await
-                }
-                Operation::Other => {
-                    return engine.decline(
-                        "operation",
-                        "RDMA serves GetObject, PutObject and UploadPart only",
-                        &request_id,
-                    )
-                }
+                Operation::GetObject => get::run(&ctx, parts, path, remote).await,
+                _ => put::run(&ctx, parts, path, remote).await,
             };
             crate::metrics::rdma_transfer(op.name(), start.elapsed(), result.is_ok());
             if let Some(p) = &pair {
@@ -374,7 +503,7 @@ impl RdmaEngine {
                     // A failed transfer leaves the QP in ERR: the client reconnects.
                     if let Ok(a) = p.qp.query() {
                         if let Some(g) = a.ah_attr.grh {
-                            engine.pairs.remove(g.dgid, a.dest_qp_num);
+                            engine.pairs.remove_pair(g.dgid, a.dest_qp_num, p);
                         }
                     }
                 }
@@ -399,6 +528,28 @@ impl RdmaEngine {
                     .into_response(request_id)
             }
         }
+    }
+
+    fn refuse_peer(
+        &self,
+        gid: Gid,
+        client: Option<ClientAddr>,
+        request_id: &str,
+    ) -> Response<Body> {
+        tracing::warn!(
+            gid = ?gid,
+            client = ?client.map(|c| c.0.ip()),
+            "RDMA refused: the token's GID is not the requesting host's"
+        );
+        crate::metrics::rdma_failure("PeerNotAllowed");
+        with_reply(
+            S3Error::access_denied(
+                "the RDMA token names another host than the one this request came from"
+                    .to_string(),
+            )
+            .into_response(request_id),
+            "403",
+        )
     }
 
     fn handshake(&self, access_key: &str, t: &Token, request_id: &str) -> Response<Body> {
@@ -445,6 +596,17 @@ impl RdmaEngine {
                     "503",
                 )
             }
+            Err(e @ pairs::PairError::OtherKey) => {
+                crate::metrics::handshake("other_key");
+                tracing::warn!(
+                    client_qp = format_args!("{:#x}", t.qp_num),
+                    "RDMA handshake refused: the client QP is paired under another access key"
+                );
+                with_reply(
+                    S3Error::access_denied(e.to_string()).into_response(request_id),
+                    "403",
+                )
+            }
             Err(e) => {
                 crate::metrics::handshake("error");
                 with_reply(
@@ -467,6 +629,11 @@ impl RdmaEngine {
     /// The buffer wait.
     pub fn pool_timeout(&self) -> std::time::Duration {
         self.cfg.pool_timeout
+    }
+
+    /// The progress deadline of a transfer.
+    pub fn progress_timeout(&self) -> Duration {
+        self.cfg.progress_timeout
     }
 
     /// Chunks in flight per transfer.

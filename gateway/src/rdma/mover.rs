@@ -2,8 +2,10 @@
 //! waiting for the server's own completions, in order, with several work
 //! requests in flight.
 
+use super::dci::DciLease;
 use super::pairs::Pair;
 use super::staging::Staging;
+use hipobj_fabric::rc;
 use hipobj_fabric::{
     CompletionQueue, DcAddr, QueuePair, RemoteAddr, SendOp, SendWr, WcStatus, WorkCompletion,
 };
@@ -11,8 +13,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long one work request may take before the transfer is failed.
-const COMPLETION_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the flush of a QP moved to ERR may take before its staging
+/// buffers are given up for good (quarantined, never reused).
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The client's buffer, as its token names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,12 +33,10 @@ pub struct RemoteBuffer {
 pub enum Path {
     /// A connected RC pair (held for the whole transfer).
     Rc(Arc<Pair>),
-    /// A DC initiator made for this transfer, towards a client DC target.
+    /// A DC initiator leased from the pool, towards a client DC target.
     Dc {
-        /// The initiator.
-        qp: QueuePair,
-        /// Its CQ.
-        cq: CompletionQueue,
+        /// The initiator and its CQ.
+        lease: DciLease,
         /// The target.
         to: DcAddr,
     },
@@ -52,9 +53,17 @@ pub enum MoveError {
         /// The status.
         status: WcStatus,
     },
-    /// No completion came in time.
-    #[error("RDMA {0} did not complete within {COMPLETION_TIMEOUT:?}")]
-    Timeout(&'static str),
+    /// No completion came within the progress deadline.
+    #[error("RDMA {op} made no progress within {after:?}")]
+    Timeout {
+        /// WRITE or READ.
+        op: &'static str,
+        /// The progress deadline.
+        after: Duration,
+    },
+    /// The transfer had already failed; nothing more is posted.
+    #[error("RDMA {0} not posted: the transfer already failed")]
+    Aborted(&'static str),
     /// Posting failed.
     #[error("posting RDMA {op} failed: {source}")]
     Post {
@@ -79,22 +88,36 @@ fn poll_now(cq: &CompletionQueue) -> hipobj_fabric::Result<Option<WorkCompletion
 }
 
 /// Work requests in flight and their staging buffers.
+///
+/// The rule it keeps, on every provider: memory a posted work request names
+/// is never reused until that request has completed, successfully or
+/// flushed. A staging buffer leaves `inflight` only with its request's
+/// completion. When a transfer fails (a completion error, no progress
+/// within the deadline, a failed post, or the mover dropped half-way), the
+/// QP is moved to ERR first, which makes the provider flush every request
+/// still queued, and the buffers go back to the pool only as their flush
+/// completions arrive. A buffer whose flush never comes is never reused.
 #[derive(Debug)]
 pub struct Mover {
-    path: Path,
+    path: Option<Path>,
     remote: RemoteBuffer,
     inflight: VecDeque<(Staging, usize)>,
     next_id: u64,
+    progress: Duration,
+    failed: bool,
 }
 
 impl Mover {
-    /// Moves bytes to or from `remote` over `path`.
-    pub fn new(path: Path, remote: RemoteBuffer) -> Mover {
+    /// Moves bytes to or from `remote` over `path`; a transfer whose oldest
+    /// work request does not complete within `progress` is failed.
+    pub fn new(path: Path, remote: RemoteBuffer, progress: Duration) -> Mover {
         Mover {
-            path,
+            path: Some(path),
             remote,
             inflight: VecDeque::new(),
             next_id: 0,
+            progress,
+            failed: false,
         }
     }
 
@@ -104,10 +127,21 @@ impl Mover {
     }
 
     fn qp_cq(&self) -> (&QueuePair, &CompletionQueue, Option<DcAddr>) {
-        match &self.path {
-            Path::Rc(p) => (&p.qp, &p.cq, None),
-            Path::Dc { qp, cq, to } => (qp, cq, Some(*to)),
+        match self.path.as_ref() {
+            Some(Path::Rc(p)) => (&p.qp, &p.cq, None),
+            Some(Path::Dc { lease, to }) => (lease.qp(), lease.cq(), Some(*to)),
+            None => unreachable!("the path lives until drop"),
         }
+    }
+
+    /// The path, back from a finished mover (a DC initiator to return to
+    /// its pool). A mover that failed keeps its QP in ERR: callers check
+    /// the state before reusing it.
+    pub fn into_path(mut self) -> Option<Path> {
+        if !self.inflight.is_empty() {
+            return None;
+        }
+        self.path.take()
     }
 
     /// Posts a WRITE (`write`) or READ of `len` bytes between `staging` and
@@ -120,6 +154,9 @@ impl Mover {
         offset: u64,
     ) -> Result<(), MoveError> {
         let op_name = if write { "WRITE" } else { "READ" };
+        if self.failed {
+            return Err(MoveError::Aborted(op_name));
+        }
         let at = RemoteAddr {
             addr: self.remote.addr.wrapping_add(offset),
             rkey: self.remote.rkey,
@@ -140,51 +177,121 @@ impl Mover {
             signaled: true,
             dc,
         };
-        qp.post_send(&wr).map_err(|source| MoveError::Post {
-            op: op_name,
-            source,
-        })?;
+        if let Err(source) = qp.post_send(&wr) {
+            // Nothing was queued for this buffer; the ones before it are.
+            drop(staging);
+            let e = MoveError::Post {
+                op: op_name,
+                source,
+            };
+            // The caller drains: the flushes of the others free them.
+            self.abort(write, &e);
+            return Err(e);
+        }
         self.next_id += 1;
         self.inflight.push_back((staging, len));
         Ok(())
     }
 
-    /// Waits for the oldest work request; returns its staging buffer and length.
+    /// Waits for the oldest work request; returns its staging buffer and
+    /// length. On failure the transfer is aborted (see [`Mover`]) before
+    /// the error is returned.
     pub async fn complete_oldest(
         &mut self,
         write: bool,
     ) -> Result<Option<(Staging, usize)>, MoveError> {
         let op_name = if write { "WRITE" } else { "READ" };
-        let Some(front) = self.inflight.pop_front() else {
+        if self.inflight.is_empty() {
             return Ok(None);
-        };
+        }
+        let wc = self.next_completion(self.progress).await;
+        match wc {
+            Some(wc) if wc.status == WcStatus::Success => {
+                let front = self.inflight.pop_front();
+                if let Some((_, n)) = &front {
+                    crate::metrics::rdma_bytes(write, *n);
+                }
+                Ok(front)
+            }
+            Some(wc) => {
+                // The request's own completion: its buffer is free again.
+                self.inflight.pop_front();
+                crate::metrics::completion_error(write, format!("{:?}", wc.status));
+                let e = MoveError::Completion {
+                    op: op_name,
+                    status: wc.status,
+                };
+                self.abort_and_drain(write, &e).await;
+                Err(e)
+            }
+            None => {
+                crate::metrics::completion_error(write, "Timeout".to_string());
+                let e = MoveError::Timeout {
+                    op: op_name,
+                    after: self.progress,
+                };
+                self.abort_and_drain(write, &e).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The next completion on the path's CQ within `limit`, without a
+    /// blocking thread when it is already there.
+    async fn next_completion(&self, limit: Duration) -> Option<WorkCompletion> {
         let (_, cq, _) = self.qp_cq();
         let cq = cq.clone();
-        let wc = match poll_now(&cq) {
+        match poll_now(&cq) {
             Ok(Some(wc)) => Some(wc),
-            Ok(None) => tokio::task::spawn_blocking(move || cq.wait_one(COMPLETION_TIMEOUT))
+            Ok(None) => tokio::task::spawn_blocking(move || cq.wait_one(limit))
                 .await
                 .ok()
                 .and_then(|r| r.ok())
                 .flatten(),
             Err(_) => None,
-        };
-        match wc {
-            Some(wc) if wc.status == WcStatus::Success => {
-                crate::metrics::rdma_bytes(write, front.1);
-                Ok(Some(front))
+        }
+    }
+
+    /// Moves the QP to ERR, so that the provider flushes what is queued.
+    fn abort(&mut self, write: bool, why: &MoveError) {
+        if !self.failed {
+            self.failed = true;
+            tracing::info!(error = %why, inflight = self.inflight.len(), write, "RDMA transfer aborted: QP to ERR, waiting for the flush");
+            let (qp, _, _) = self.qp_cq();
+            if let Err(e) = rc::to_error(qp) {
+                tracing::warn!(error = %e, "moving the QP to ERR failed");
             }
-            Some(wc) => {
-                crate::metrics::completion_error(write, format!("{:?}", wc.status));
-                Err(MoveError::Completion {
-                    op: op_name,
-                    status: wc.status,
-                })
+        }
+    }
+
+    /// After [`Mover::abort`]: takes the flush completion of every request
+    /// still queued, freeing its buffer as it comes. Buffers whose flush
+    /// does not come within [`FLUSH_TIMEOUT`] are quarantined.
+    async fn abort_and_drain(&mut self, write: bool, why: &MoveError) {
+        self.abort(write, why);
+        while !self.inflight.is_empty() {
+            match self.next_completion(FLUSH_TIMEOUT).await {
+                Some(_) => {
+                    self.inflight.pop_front();
+                }
+                None => {
+                    self.quarantine();
+                    return;
+                }
             }
-            None => {
-                crate::metrics::completion_error(write, "Timeout".to_string());
-                Err(MoveError::Timeout(op_name))
-            }
+        }
+    }
+
+    /// Buffers whose requests never completed: never back in the pool.
+    fn quarantine(&mut self) {
+        let n = self.inflight.len();
+        tracing::error!(
+            buffers = n,
+            "RDMA work requests were not flushed in time; their staging buffers are withdrawn from the pool"
+        );
+        crate::metrics::staging_quarantined(n);
+        for (s, _) in self.inflight.drain(..) {
+            s.quarantine();
         }
     }
 
@@ -200,5 +307,68 @@ impl Mover {
             }
         }
         first
+    }
+}
+
+impl Drop for Mover {
+    /// Dropped with work requests in flight (its task was cancelled, or a
+    /// caller returned early): the QP goes to ERR, and a thread of its own
+    /// waits for the flush before the buffers return to the pool.
+    fn drop(&mut self) {
+        if self.inflight.is_empty() {
+            return;
+        }
+        let Some(path) = self.path.take() else { return };
+        let inflight = std::mem::take(&mut self.inflight);
+        let qp = match &path {
+            Path::Rc(p) => &p.qp,
+            Path::Dc { lease, .. } => lease.qp(),
+        };
+        let _ = rc::to_error(qp);
+        let mut pending = Pending(inflight);
+        let reaper = std::thread::Builder::new()
+            .name("rdma-flush".into())
+            .spawn(move || {
+                let cq = match &path {
+                    Path::Rc(p) => p.cq.clone(),
+                    Path::Dc { lease, .. } => lease.cq().clone(),
+                };
+                while !pending.0.is_empty() {
+                    match cq.wait_one(FLUSH_TIMEOUT) {
+                        Ok(Some(_)) => {
+                            pending.0.pop_front();
+                        }
+                        // Dropping `pending` quarantines what is left.
+                        _ => break,
+                    }
+                }
+                drop(pending);
+                drop(path);
+            });
+        if let Err(e) = reaper {
+            // No thread: the closure, and with it `pending`, was dropped,
+            // which withdrew the buffers: never reused rather than reused early.
+            tracing::error!(error = %e, "no thread to wait for a flush; staging buffers withdrawn");
+        }
+    }
+}
+
+/// Buffers of work requests not completed yet, held by the flush thread:
+/// whatever is still here when it drops is quarantined, never returned.
+struct Pending(VecDeque<(Staging, usize)>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        tracing::error!(
+            buffers = self.0.len(),
+            "RDMA work requests were not flushed in time; their staging buffers are withdrawn from the pool"
+        );
+        crate::metrics::staging_quarantined(self.0.len());
+        for (s, _) in self.0.drain(..) {
+            s.quarantine();
+        }
     }
 }

@@ -1,10 +1,16 @@
 //! Connected QP pairs: one server QP per client QP that did the handshake,
 //! bound to the access key that signed it, found again by the client QP's
-//! (GID, QP number), limited per key and in all, and dropped when idle.
+//! (GID, QP number), limited per key and in all, and released when idle,
+//! broken, or when the client is gone (a zero-length RDMA WRITE probes
+//! pairs that sat idle). The sweep runs on a timer ([`Pairs::sweep`] and
+//! [`Pairs::probe`], driven by the engine's sweeper thread), not only at the
+//! next handshake. A handshake naming a client QP that is paired under
+//! another access key is refused and leaves that pair alone.
 
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::{
     AccessFlags, CompletionQueue, Device, Gid, ProtectionDomain, QpCap, QpType, QueuePair,
+    RemoteAddr, SendOp, SendWr, WcStatus,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,6 +28,7 @@ pub struct Pair {
     /// One transfer at a time on a QP.
     pub busy: tokio::sync::Mutex<()>,
     last_used: Mutex<Instant>,
+    last_probed: Mutex<Option<Instant>>,
 }
 
 impl Pair {
@@ -47,6 +54,9 @@ pub enum PairError {
     /// Too many pairs in all.
     #[error("the server has {0} RDMA connections already (the limit)")]
     Total(usize),
+    /// The client QP is paired under another access key.
+    #[error("the client QP is connected under another access key")]
+    OtherKey,
     /// The QP could not be made or connected.
     #[error("connecting the server QP failed: {0}")]
     Fabric(#[from] hipobj_fabric::FabricError),
@@ -118,6 +128,12 @@ impl Pairs {
         self.sweep();
         {
             let mut m = self.lock();
+            if let Some(p) = m.get(&(client.gid, client.qp_num)) {
+                if p.access_key != access_key {
+                    return Err(PairError::OtherKey);
+                }
+            }
+            // The same key again: the client reset its QP and connects anew.
             m.remove(&(client.gid, client.qp_num));
             let mine = m.values().filter(|p| p.access_key == access_key).count();
             if mine >= self.limits.per_key {
@@ -144,9 +160,16 @@ impl Pairs {
             cq,
             busy: tokio::sync::Mutex::new(()),
             last_used: Mutex::new(Instant::now()),
+            last_probed: Mutex::new(None),
         });
-        self.lock()
-            .insert((client.gid, client.qp_num), pair.clone());
+        let mut m = self.lock();
+        // Another handshake for the same QP may have won the race meanwhile.
+        if let Some(p) = m.get(&(client.gid, client.qp_num)) {
+            if p.access_key != access_key {
+                return Err(PairError::OtherKey);
+            }
+        }
+        m.insert((client.gid, client.qp_num), pair.clone());
         Ok(pair)
     }
 
@@ -160,8 +183,87 @@ impl Pairs {
         Some(p)
     }
 
-    /// Forgets a pair whose QP failed.
-    pub fn remove(&self, gid: Gid, qp_num: u32) {
-        self.lock().remove(&(gid, qp_num));
+    /// Checks that the clients of pairs idle for `after` (and not probed
+    /// within it) are still there: each gets a zero-length RDMA WRITE,
+    /// which needs no memory and no key, and is acknowledged by any client
+    /// QP still connected to it. A pair whose probe fails or gets no
+    /// completion within `wait` is released. Blocking: run it on a thread
+    /// of its own. Returns how many pairs were released.
+    pub fn probe(&self, after: Duration, wait: Duration) -> usize {
+        let candidates: Vec<((Gid, u32), Arc<Pair>)> = self
+            .lock()
+            .iter()
+            .filter(|(_, p)| {
+                p.idle_for() >= after
+                    && p
+                        .last_probed
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .is_none_or(|t| t.elapsed() >= after)
+            })
+            .map(|(k, p)| (*k, p.clone()))
+            .collect();
+        let mut posted = Vec::new();
+        for (k, p) in &candidates {
+            // A pair with a transfer under way is in use, not idle.
+            let Ok(guard) = p.busy.try_lock() else {
+                continue;
+            };
+            *p.last_probed.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            let wr = SendWr {
+                wr_id: PROBE_WR_ID,
+                op: SendOp::RdmaWrite(RemoteAddr { addr: 0, rkey: 0 }),
+                sg_list: Vec::new(),
+                signaled: true,
+                dc: None,
+            };
+            let ok = p.qp.post_send(&wr).is_ok();
+            posted.push((*k, p, guard, ok));
+        }
+        let deadline = Instant::now() + wait;
+        let mut gone = Vec::new();
+        for (k, p, guard, ok) in posted {
+            let alive = ok
+                && matches!(
+                    p.cq.wait_one(deadline.saturating_duration_since(Instant::now())),
+                    Ok(Some(wc)) if wc.status == WcStatus::Success
+                );
+            if !alive {
+                tracing::info!(
+                    client_qp = format_args!("{:#x}", k.1),
+                    "RDMA pair released: its client did not answer a probe"
+                );
+                // No completion may be left for a later transfer to read.
+                let _ = rc::to_error(&p.qp);
+                gone.push((k, (*p).clone()));
+            }
+            drop(guard);
+        }
+        let n = gone.len();
+        for (k, p) in gone {
+            self.remove_pair(k.0, k.1, &p);
+        }
+        n
+    }
+
+    /// Forgets the pair `p` of a client QP, if it is still the one in the
+    /// table (a new handshake may have replaced it).
+    pub fn remove_pair(&self, gid: Gid, qp_num: u32, p: &Arc<Pair>) {
+        let mut m = self.lock();
+        if m.get(&(gid, qp_num)).is_some_and(|q| Arc::ptr_eq(q, p)) {
+            m.remove(&(gid, qp_num));
+        }
+    }
+
+    /// Pairs per access key now (for metrics and tests).
+    pub fn per_key(&self) -> HashMap<String, usize> {
+        let mut out = HashMap::new();
+        for p in self.lock().values() {
+            *out.entry(p.access_key.clone()).or_insert(0) += 1;
+        }
+        out
     }
 }
+
+/// The work request id of a liveness probe.
+const PROBE_WR_ID: u64 = u64::MAX;

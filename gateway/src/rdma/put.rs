@@ -8,13 +8,12 @@
 use super::checksum::{self, Hasher};
 use super::get::EMPTY_SHA256;
 use super::mover::{Mover, Path, RemoteBuffer};
-use super::{copy_object_headers, set_request_id, with_reply, RdmaEngine};
+use super::{copy_object_headers, set_request_id, with_reply, Transfer};
 use crate::body::{Body, BoxError};
 use crate::s3err::S3Error;
-use crate::upstream::{Payload, Upstream};
+use crate::upstream::Payload;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
-use std::sync::Arc;
 use tokio::sync::mpsc;
 
 type Answer = Result<Response<Body>, Response<Body>>;
@@ -26,13 +25,12 @@ fn fail(e: S3Error, reply: &str, request_id: &str) -> Response<Body> {
 }
 
 pub(super) async fn run(
-    engine: &Arc<RdmaEngine>,
+    ctx: &Transfer<'_>,
     parts: http::request::Parts,
     path: Path,
     remote: RemoteBuffer,
-    upstream: &Arc<dyn Upstream>,
-    request_id: &str,
 ) -> Answer {
+    let (upstream, request_id) = (ctx.upstream, ctx.request_id);
     let expected = checksum::expected(&parts.headers);
     let op = super::classify(&parts.method, &parts.uri, &parts.headers).name();
     // One chunk waits in the channel; the others are in flight or being sent.
@@ -56,7 +54,7 @@ pub(super) async fn run(
         Payload::Unsigned
     };
     let upload = tokio::spawn(crate::metrics::upstream(op, upstream.send(req, payload)));
-    let read = read_all(engine, path, remote, &expected, tx).await;
+    let read = read_all(ctx, path, remote, &expected, tx).await;
     let sent = upload.await;
     if let Err((e, reply)) = read {
         return Err(fail(e, reply, request_id));
@@ -110,7 +108,7 @@ async fn abort(tx: &mpsc::Sender<Chunk>, why: String) {
 /// Reads the whole buffer into the channel; on any failure the channel
 /// gets an error item, which aborts the upstream request.
 async fn read_all(
-    engine: &Arc<RdmaEngine>,
+    ctx: &Transfer<'_>,
     path: Path,
     remote: RemoteBuffer,
     expected: &[checksum::Expected],
@@ -130,19 +128,20 @@ async fn read_all(
             }
         };
     }
+    let engine = ctx.engine;
     let chunk = engine.pool.chunk() as u64;
     let depth = engine.depth();
-    let mut mover = Mover::new(path, remote);
+    let mut mover = Mover::new(path, remote, engine.progress_timeout());
     let (mut posted, mut delivered) = (0u64, 0u64);
     while delivered < len {
         while mover.inflight() < depth && posted < len {
             // Never retire a READ just to free its buffer: its bytes belong
             // to the body. With READs in flight and the pool empty, deliver
             // the oldest first (below), which frees a buffer once sent.
-            let staging = match engine.pool.try_acquire() {
+            let staging = match engine.pool.try_acquire(ctx.share) {
                 Some(s) => s,
                 None if mover.inflight() > 0 => break,
-                None => match engine.pool.acquire(engine.pool_timeout()).await {
+                None => match engine.pool.acquire(ctx.share, engine.pool_timeout()).await {
                     Ok(s) => s,
                     Err(e) => {
                         abort(&tx, e.to_string()).await;

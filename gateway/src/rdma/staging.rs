@@ -2,10 +2,14 @@
 //!
 //! The pool is the engine's RDMA memory, shared by every transfer and
 //! waited for fairly (a FIFO semaphore); its size is `chunk_size × buffers`.
+//! No access key holds more than its share (`per_key` buffers): a tenant
+//! whose transfers stall cannot starve the others.
 //! The buffers allow peers nothing: only the engine's own work requests
 //! touch them, as the source of a WRITE or the target of a READ.
 
 use hipobj_fabric::{AccessFlags, ProtectionDomain, RegisteredBuffer, Sge};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -27,7 +31,16 @@ struct Shared {
     permits: Arc<Semaphore>,
     chunk: usize,
     total: usize,
+    per_key: usize,
+    /// One semaphore of `per_key` permits per access key seen (keys are
+    /// authenticated, so there are no more than the configured tenants).
+    shares: Mutex<HashMap<String, Arc<Semaphore>>>,
+    quarantined: AtomicUsize,
 }
+
+/// An access key's share of the pool.
+#[derive(Debug, Clone)]
+pub struct Share(Arc<Semaphore>);
 
 /// Why `acquire_for` failed.
 #[derive(Debug, thiserror::Error)]
@@ -51,15 +64,18 @@ pub struct StagingPool {
 pub struct Staging {
     buf: Option<RegisteredBuffer>,
     shared: Arc<Shared>,
-    _permit: OwnedSemaphorePermit,
+    permit: Option<OwnedSemaphorePermit>,
+    _share: OwnedSemaphorePermit,
 }
 
 impl StagingPool {
-    /// Registers `count` buffers of `chunk` bytes.
+    /// Registers `count` buffers of `chunk` bytes, of which one access key
+    /// may hold `per_key` at a time (at least one, at most all).
     pub fn new(
         pd: &ProtectionDomain,
         chunk: usize,
         count: usize,
+        per_key: usize,
     ) -> Result<StagingPool, PoolError> {
         let mut free = Vec::with_capacity(count);
         for _ in 0..count.max(1) {
@@ -72,8 +88,31 @@ impl StagingPool {
                 permits: Arc::new(Semaphore::new(n)),
                 chunk,
                 total: n,
+                per_key: per_key.clamp(1, n),
+                shares: Mutex::new(HashMap::new()),
+                quarantined: AtomicUsize::new(0),
             }),
         })
+    }
+
+    /// The share of `access_key`.
+    pub fn share(&self, access_key: &str) -> Share {
+        let mut m = self.shared.shares.lock().unwrap_or_else(|e| e.into_inner());
+        Share(
+            m.entry(access_key.to_string())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.shared.per_key)))
+                .clone(),
+        )
+    }
+
+    /// Buffers one access key may hold at a time.
+    pub fn per_key(&self) -> usize {
+        self.shared.per_key
+    }
+
+    /// Buffers withdrawn because their work requests were never flushed.
+    pub fn quarantined(&self) -> usize {
+        self.shared.quarantined.load(Ordering::Relaxed)
     }
 
     /// Bytes per buffer.
@@ -91,20 +130,26 @@ impl StagingPool {
         self.shared.permits.available_permits()
     }
 
-    /// A buffer if one is free now.
-    pub fn try_acquire(&self) -> Option<Staging> {
+    /// A buffer if one is free now (and `share` has room).
+    pub fn try_acquire(&self, share: &Share) -> Option<Staging> {
+        let mine = share.0.clone().try_acquire_owned().ok()?;
         let permit = self.shared.permits.clone().try_acquire_owned().ok()?;
+        Some(self.take(permit, mine))
+    }
+
+    fn take(&self, permit: OwnedSemaphorePermit, mine: OwnedSemaphorePermit) -> Staging {
         let buf = self
             .shared
             .free
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop();
-        Some(Staging {
+        Staging {
             buf,
             shared: self.shared.clone(),
-            _permit: permit,
-        })
+            permit: Some(permit),
+            _share: mine,
+        }
     }
 
     /// A buffer for a transfer whose completed work needs nothing more (the
@@ -115,16 +160,17 @@ impl StagingPool {
     /// not use this.
     pub async fn acquire_for(
         &self,
+        share: &Share,
         mover: &mut super::mover::Mover,
         write: bool,
         wait: Duration,
     ) -> Result<Staging, AcquireError> {
         loop {
-            if let Some(s) = self.try_acquire() {
+            if let Some(s) = self.try_acquire(share) {
                 return Ok(s);
             }
             if mover.inflight() == 0 {
-                return self.acquire(wait).await.map_err(AcquireError::Pool);
+                return self.acquire(share, wait).await.map_err(AcquireError::Pool);
             }
             mover
                 .complete_oldest(write)
@@ -133,23 +179,19 @@ impl StagingPool {
         }
     }
 
-    /// Waits (in FIFO order with other transfers) for a buffer.
-    pub async fn acquire(&self, wait: Duration) -> Result<Staging, PoolError> {
-        let permit = tokio::time::timeout(wait, self.shared.permits.clone().acquire_owned())
+    /// Waits (in FIFO order with other transfers) for a buffer, within
+    /// `share`; `wait` bounds both waits together.
+    pub async fn acquire(&self, share: &Share, wait: Duration) -> Result<Staging, PoolError> {
+        let both = async {
+            let mine = share.0.clone().acquire_owned().await.ok()?;
+            let permit = self.shared.permits.clone().acquire_owned().await.ok()?;
+            Some((permit, mine))
+        };
+        let (permit, mine) = tokio::time::timeout(wait, both)
             .await
             .map_err(|_| PoolError::Timeout(wait))?
-            .map_err(|_| PoolError::Timeout(wait))?;
-        let buf = self
-            .shared
-            .free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop();
-        Ok(Staging {
-            buf,
-            shared: self.shared.clone(),
-            _permit: permit,
-        })
+            .ok_or(PoolError::Timeout(wait))?;
+        Ok(self.take(permit, mine))
     }
 }
 
@@ -169,6 +211,20 @@ impl Staging {
     /// Copies `data` in at `at`.
     pub fn write_at(&self, at: usize, data: &[u8]) -> hipobj_fabric::Result<()> {
         self.buf().buf().write_at(at, data)
+    }
+
+    /// Withdraws the buffer from the pool for good: a work request that was
+    /// never completed or flushed may still name it, so it is neither
+    /// reused nor deregistered (its memory stays allocated and registered
+    /// for the life of the process), and the pool is one buffer smaller.
+    pub fn quarantine(mut self) {
+        if let Some(b) = self.buf.take() {
+            std::mem::forget(b);
+        }
+        if let Some(p) = self.permit.take() {
+            p.forget();
+        }
+        self.shared.quarantined.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Capacity in bytes.
