@@ -79,8 +79,8 @@ pub struct CommonArgs {
     /// before it is failed (its QP is moved to ERR and its buffers flushed).
     #[arg(long, env = "HIPOBJ_RDMA_PROGRESS_TIMEOUT", default_value = "15s", value_parser = positive_duration, value_name = "DURATION")]
     pub rdma_progress_timeout: Duration,
-    /// Staging buffers one access key may hold at a time (default: half
-    /// the pool).
+    /// Staging buffers one access key may hold at a time (default: the
+    /// whole pool with one access key, half of it with several).
     #[arg(long, env = "HIPOBJ_MAX_STAGING_PER_KEY", value_parser = at_least_one, value_name = "N")]
     pub max_staging_per_key: Option<usize>,
     /// DC initiators in all; a DC request beyond waits up to
@@ -297,9 +297,7 @@ impl CommonArgs {
             pair_idle: self.pair_idle_timeout,
             pair_probe: self.pair_probe_interval,
             progress_timeout: self.rdma_progress_timeout,
-            staging_per_key: self
-                .max_staging_per_key
-                .unwrap_or((self.staging_buffers / 2).max(1)),
+            staging_per_key: self.max_staging_per_key,
             dc_initiators: self.max_dc_initiators,
             dc_per_key: self.max_dc_per_key,
             allowed_peers: self.rdma_allow_peers.clone(),
@@ -423,6 +421,18 @@ mod tests {
             "16",
             "--rdma-device",
             "soft0",
+            "--pair-probe-interval",
+            "3s",
+            "--rdma-progress-timeout",
+            "4s",
+            "--max-staging-per-key",
+            "6",
+            "--max-dc-initiators",
+            "7",
+            "--max-dc-per-key",
+            "2",
+            "--rdma-allow-peers",
+            "10.1.0.0/16,fe80::/64",
         ])
         .unwrap();
         let r = g.common.rdma();
@@ -437,6 +447,15 @@ mod tests {
                 pairs_per_key: 3,
                 pairs_total: 5,
                 pair_idle: Duration::from_secs(90),
+                pair_probe: Duration::from_secs(3),
+                progress_timeout: Duration::from_secs(4),
+                staging_per_key: Some(6),
+                dc_initiators: 7,
+                dc_per_key: 2,
+                allowed_peers: vec![
+                    "10.1.0.0/16".parse().unwrap(),
+                    "fe80::/64".parse().unwrap()
+                ],
             }
         );
         assert_eq!(g.common.max_skew(), Duration::from_secs(300));

@@ -124,8 +124,9 @@ pub struct RdmaConfig {
     /// How long a transfer may go without a work request completing before
     /// it is failed (a progress deadline, not a total one).
     pub progress_timeout: Duration,
-    /// Staging buffers one access key may hold at a time.
-    pub staging_per_key: usize,
+    /// Staging buffers one access key may hold at a time; `None`: the whole
+    /// pool when one access key is configured, half of it when several.
+    pub staging_per_key: Option<usize>,
     /// DC initiators in all (a DC request waits for one, up to the pool
     /// timeout).
     pub dc_initiators: usize,
@@ -151,7 +152,7 @@ impl Default for RdmaConfig {
             pair_idle: Duration::from_secs(600),
             pair_probe: Duration::from_secs(15),
             progress_timeout: Duration::from_secs(15),
-            staging_per_key: 16,
+            staging_per_key: None,
             dc_initiators: 64,
             dc_per_key: 16,
             allowed_peers: Vec::new(),

@@ -52,7 +52,17 @@ impl Engine {
     pub fn new(cfg: &EngineConfig) -> Result<Engine, StartError> {
         crate::metrics::install();
         let upstream = upstream::build_with(&cfg.upstream, &cfg.region, &cfg.upstream_options)?;
-        let rdma = Arc::new(RdmaEngine::open(&cfg.rdma, DEFAULT_DC_KEY)?);
+        let mut rdma_cfg = cfg.rdma.clone();
+        if rdma_cfg.staging_per_key.is_none() {
+            // Tenants share the pool; a single one may use all of it.
+            let buffers = rdma_cfg.buffers.max(1);
+            rdma_cfg.staging_per_key = Some(if cfg.credentials.len() > 1 {
+                (buffers / 2).max(1)
+            } else {
+                buffers
+            });
+        }
+        let rdma = Arc::new(RdmaEngine::open(&rdma_cfg, DEFAULT_DC_KEY)?);
         rdma.start_sweeper()?;
         Ok(Engine {
             creds: Credentials::new(&cfg.credentials),

@@ -215,7 +215,8 @@ impl RdmaEngine {
             .map_or(Gid::ZERO, |e| e.gid);
         let gid_index = u8::try_from(index).unwrap_or(0);
         let pd = device.alloc_pd()?;
-        let pool = StagingPool::new(&pd, cfg.chunk_size, cfg.buffers, cfg.staging_per_key)?;
+        let per_key = cfg.staging_per_key.unwrap_or(cfg.buffers);
+        let pool = StagingPool::new(&pd, cfg.chunk_size, cfg.buffers, per_key)?;
         let params = RcParams {
             gid_index,
             ..RcParams::default()

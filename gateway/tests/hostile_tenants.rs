@@ -1,0 +1,157 @@
+//! Tenants against each other: two access keys from a credentials file,
+//! the real gateway binary (embedded store, software provider), and the
+//! real client library for the victim.
+
+mod hostile_common;
+
+use hipobj::Direction;
+use hipobj_testkit::process::gateway_with;
+use hipobj_testkit::rdma::{client, pattern, RdmaOps};
+use hipobj_testkit::s3::{assert_error, S3};
+use hipobj_wire::headers::RDMA_TOKEN;
+use hipobj_wire::Transport;
+use hostile_common::*;
+use http::Method;
+use std::io::Write as _;
+use std::time::Duration;
+
+const MIB: usize = 1 << 20;
+
+fn bin() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_BIN_EXE_hipobj-gateway"))
+}
+
+/// A credentials file with tenants a and b.
+fn tenants() -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    writeln!(f, "# two tenants").unwrap();
+    writeln!(f, "tenant-a secret-of-a").unwrap();
+    writeln!(f, "tenant-b secret-of-b").unwrap();
+    f
+}
+
+/// Defect 3 (high): a handshake naming a client QP that is paired under
+/// another access key is refused with 403 and leaves the pair alone; the
+/// victim's transfers go on.
+#[test]
+fn a_tenant_cannot_take_over_another_tenants_pair() {
+    let creds = tenants();
+    let gw = gateway_with(
+        bin(),
+        &["--credentials-file", creds.path().to_str().unwrap()],
+        &[],
+    );
+    let a = S3::with_keys(&gw.url, "tenant-a", "secret-of-a");
+    let b = S3::with_keys(&gw.url, "tenant-b", "secret-of-b");
+    a.create_bucket("bucket-a");
+    let obj = pattern(0xA, 2 * MIB + 3);
+    assert!(a.put_plain("/bucket-a/k", obj.clone()).status.is_success());
+
+    let lib = client();
+    let token = lib.handshake_token().unwrap();
+    let hs = a.send(Method::HEAD, "/bucket-a/k", &[(RDMA_TOKEN, &token)], Vec::new(), true);
+    assert_eq!(hs.status, 200, "a's handshake");
+    lib.complete_handshake(&hs.reply().unwrap()).unwrap();
+
+    let mut back = vec![0u8; obj.len()];
+    let buf = lib.register_host(&mut back).unwrap();
+    let get = |who: &S3| {
+        let t = buf.token(Direction::Get, 0, obj.len()).unwrap();
+        who.send(Method::GET, "/bucket-a/k", &[(RDMA_TOKEN, &t)], Vec::new(), true)
+    };
+    assert_eq!(get(&a).status, 200);
+
+    // Tenant b replays a's handshake token (a's client QP) under its own key.
+    let steal = b.send(Method::GET, "/bucket-a/k", &[(RDMA_TOKEN, &token)], Vec::new(), true);
+    assert_error(&steal, 403, "AccessDenied", Some("403"), "b's handshake for a's QP");
+    // ... and a transfer token naming a's QP.
+    let t = buf.token(Direction::Get, 0, obj.len()).unwrap();
+    let steal = b.send(Method::GET, "/bucket-a/k", &[(RDMA_TOKEN, &t)], Vec::new(), true);
+    assert_error(&steal, 403, "AccessDenied", Some("403"), "b's transfer on a's pair");
+
+    // a's pair is intact: its transfers go on without a new handshake.
+    for _ in 0..20 {
+        let r = get(&a);
+        assert_eq!(r.status, 200, "a's GET after b's attempts: {}", r.text());
+    }
+    drop(buf);
+    assert!(back == obj);
+}
+
+/// Defect 6 (medium), the share: one tenant's stalled transfers hold at
+/// most its share of the staging pool (half of it with several tenants),
+/// so another tenant is served at once, however long the stalls last.
+#[test]
+fn one_tenants_stalls_cannot_take_another_tenants_share_of_the_pool() {
+    let creds = tenants();
+    let gw = gateway_with(
+        bin(),
+        &[
+            "--credentials-file",
+            creds.path().to_str().unwrap(),
+            "--staging-buffers",
+            "8",
+            "--rdma-progress-timeout",
+            "60s",
+            "--staging-timeout",
+            "5s",
+        ],
+        &[],
+    );
+    let a = S3::with_keys(&gw.url, "tenant-a", "secret-of-a");
+    let b = S3::with_keys(&gw.url, "tenant-b", "secret-of-b");
+    a.create_bucket("bucket-a");
+    b.create_bucket("bucket-b");
+    let big = pattern(1, 64 * MIB);
+    assert!(a.put_plain("/bucket-a/big", big.clone()).status.is_success());
+    let obj = pattern(2, 8 * MIB);
+    assert!(b.put_plain("/bucket-b/k", obj.clone()).status.is_success());
+
+    // Tenant a: three stalled GETs, which would hold 12 buffers unbounded.
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        let peer = FakePeer::start(true);
+        let hs = rdma(&a, Method::HEAD, "/bucket-a/big", &peer.handshake_token());
+        assert_eq!(hs.status, 200);
+        let token = peer.token(Transport::Rc, 0x10_0000, big.len() as u64, 5);
+        let url = gw.url.clone();
+        stalled.push((
+            peer,
+            std::thread::spawn(move || {
+                let a = S3::with_keys(&url, "tenant-a", "secret-of-a");
+                rdma(&a, Method::GET, "/bucket-a/big", &token)
+            }),
+        ));
+    }
+    assert!(eventually(Duration::from_secs(10), || metric(
+        &gw.url,
+        "hipobj_staging_buffers_in_use"
+    ) >= 4.0));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        metric(&gw.url, "hipobj_staging_buffers_in_use"),
+        4.0,
+        "tenant a holds exactly its share"
+    );
+
+    // Tenant b is served while a's transfers are stalled.
+    let lib = client();
+    let mut back = vec![0u8; obj.len()];
+    {
+        let buf = lib.register_host(&mut back).unwrap();
+        let mut ops = RdmaOps::new(&b, Method::GET, "/bucket-b/k");
+        buf.get(0, obj.len(), &mut ops).unwrap();
+        assert_eq!(ops.last().status, 200, "{}", ops.last().text());
+    }
+    assert!(back == obj);
+    // Let a's transfers go: the stalled clients resume, and their GETs end.
+    for (peer, t) in stalled {
+        peer.resume();
+        let r = t.join().unwrap();
+        assert!(
+            r.status == 200 || r.status == 500 || r.status == 503,
+            "a stalled GET ends: {}",
+            r.status
+        );
+    }
+}
