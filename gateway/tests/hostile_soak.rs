@@ -68,8 +68,8 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
     let url = gw.url.clone();
     let s3 = S3::new(&url);
     s3.create_bucket("soak");
-    let big = pattern(0xB16, 16 * MIB);
-    assert!(s3.put_plain("/soak/big", big.clone()).status.is_success());
+    let big = Arc::new(pattern(0xB16, 16 * MIB));
+    assert!(s3.put_plain("/soak/big", big.to_vec()).status.is_success());
     // Warm up one RDMA and one plain transfer, then take the idle values.
     {
         let lib = client();
@@ -123,7 +123,7 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
     }
     // 12 plain clients.
     for w in 0..12u64 {
-        let (url, done) = (url.clone(), ops_done.clone());
+        let (url, done, big) = (url.clone(), ops_done.clone(), big.clone());
         workers.push(std::thread::spawn(move || {
             let s3 = S3::new(&url);
             let mut n = 0u64;

@@ -134,16 +134,6 @@ impl Mover {
         }
     }
 
-    /// The path, back from a finished mover (a DC initiator to return to
-    /// its pool). A mover that failed keeps its QP in ERR: callers check
-    /// the state before reusing it.
-    pub fn into_path(mut self) -> Option<Path> {
-        if !self.inflight.is_empty() {
-            return None;
-        }
-        self.path.take()
-    }
-
     /// Posts a WRITE (`write`) or READ of `len` bytes between `staging` and
     /// the client buffer at `offset`. The caller checked the range.
     pub fn post(
