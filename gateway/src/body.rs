@@ -28,18 +28,22 @@ pub struct BodyStalled(pub Duration);
 pub struct StallTimeout<B> {
     inner: B,
     limit: Duration,
-    /// Armed when a poll found no frame ready; cleared by each frame.
+    /// The deadline, made at the first wait and reset at each later one.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Whether `timer` runs for the present wait (cleared by each frame).
+    armed: bool,
     stalled: bool,
 }
 
 impl<B> StallTimeout<B> {
-    /// `inner`, failing after `limit` without a frame.
+    /// `inner`, failing after `limit` without a frame (a limit above a
+    /// year is a year).
     pub fn new(inner: B, limit: Duration) -> StallTimeout<B> {
         StallTimeout {
             inner,
-            limit,
+            limit: limit.min(Duration::from_secs(365 * 24 * 3600)),
             timer: None,
+            armed: false,
             stalled: false,
         }
     }
@@ -63,17 +67,24 @@ where
         }
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
-                this.timer = None;
+                this.armed = false;
                 Poll::Ready(frame.map(|f| f.map_err(Into::into)))
             }
             Poll::Pending => {
                 let limit = this.limit;
-                let timer = this
-                    .timer
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                let timer = match &mut this.timer {
+                    Some(t) => {
+                        if !this.armed {
+                            t.as_mut().reset(tokio::time::Instant::now() + limit);
+                        }
+                        t
+                    }
+                    None => this.timer.insert(Box::pin(tokio::time::sleep(limit))),
+                };
+                this.armed = true;
                 match timer.as_mut().poll(cx) {
                     Poll::Ready(()) => {
-                        this.timer = None;
+                        this.armed = false;
                         this.stalled = true;
                         Poll::Ready(Some(Err(BodyStalled(limit).into())))
                     }

@@ -71,6 +71,10 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// The most connections served at once whatever the limits say.
 const MAX_CAP: usize = 1 << 20;
 
+/// The longest any connection timer runs (a longer setting is taken as
+/// this), so that no deadline overflows the clock.
+const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// The process's open-file limit (`RLIMIT_NOFILE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FdLimit {
@@ -290,9 +294,9 @@ struct Limits {
 impl Limits {
     fn new(cfg: &ServerConfig) -> Limits {
         Limits {
-            header: cfg.header_read_timeout,
-            idle: cfg.idle_timeout,
-            stall: cfg.body_read_timeout,
+            header: cfg.header_read_timeout.min(MAX_TIMEOUT),
+            idle: cfg.idle_timeout.min(MAX_TIMEOUT),
+            stall: cfg.body_read_timeout.min(MAX_TIMEOUT),
         }
     }
 }
@@ -680,6 +684,22 @@ mod tests {
             body.contains("<Code>SlowDown</Code><Message>too many connections</Message>"),
             "{body}"
         );
+    }
+
+    #[test]
+    fn huge_timeouts_are_bounded() {
+        let cfg = ServerConfig {
+            header_read_timeout: Duration::MAX,
+            idle_timeout: Duration::MAX,
+            body_read_timeout: Duration::MAX,
+            max_connections: 1,
+        };
+        let l = Limits::new(&cfg);
+        assert_eq!(
+            (l.header, l.idle, l.stall),
+            (MAX_TIMEOUT, MAX_TIMEOUT, MAX_TIMEOUT)
+        );
+        let _ = Instant::now() + l.header + l.idle;
     }
 
     #[tokio::test]
