@@ -8,7 +8,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{KeyPair, RdmaConfig, UpstreamConfig, UpstreamOptions};
+use crate::config::{KeyPair, RdmaConfig, ServerConfig, UpstreamConfig, UpstreamOptions};
+use crate::credentials_file::{self, CredentialsFileError};
 use crate::upstream::{CaCerts, CaFileError};
 
 /// The `--help` epilogue of both binaries: the unauthenticated endpoints
@@ -37,6 +38,11 @@ pub struct CommonArgs {
         hide_env_values = true
     )]
     pub secret_key: String,
+    /// A file of more key pairs clients sign with, one `ACCESS_KEY
+    /// SECRET_KEY` per line (`#` comments and blank lines ignored), accepted
+    /// besides --access-key/--secret-key; read at start.
+    #[arg(long, env = "HIPOBJ_CREDENTIALS_FILE", value_name = "PATH")]
+    pub credentials_file: Option<PathBuf>,
     /// Region requests are signed for.
     #[arg(long, env = "HIPOBJ_REGION", default_value = "us-east-1")]
     pub region: String,
@@ -101,6 +107,24 @@ pub struct CommonArgs {
     /// gateway's clock (beyond it: 403 RequestTimeTooSkewed).
     #[arg(long, env = "HIPOBJ_MAX_CLOCK_SKEW", default_value = "15m", value_parser = positive_duration, value_name = "DURATION")]
     pub max_clock_skew: Duration,
+    /// How long a request head may take to arrive, from its first byte (or
+    /// from the connection's accept); beyond it the connection is closed.
+    #[arg(long, env = "HIPOBJ_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
+    pub header_read_timeout: Duration,
+    /// How long a keep-alive connection with no request in flight is kept
+    /// open waiting for the next request.
+    #[arg(long, env = "HIPOBJ_IDLE_TIMEOUT", default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
+    pub idle_timeout: Duration,
+    /// How long a request body may stall (no byte arriving while the
+    /// server waits for one) before the request fails; the same bound
+    /// closes a connection whose client stops reading its answer.
+    #[arg(long, env = "HIPOBJ_BODY_READ_TIMEOUT", default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
+    pub body_read_timeout: Duration,
+    /// Client connections served at once (lowered at start to fit under the
+    /// open-file limit with a reserve); one beyond it is answered 503
+    /// SlowDown and closed.
+    #[arg(long, env = "HIPOBJ_MAX_CONNECTIONS", default_value = "4096", value_parser = at_least_one, value_name = "N")]
+    pub max_connections: usize,
     /// Log format on stderr (the filter is RUST_LOG, default `info`).
     #[arg(long, env = "HIPOBJ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -186,6 +210,9 @@ pub enum ConfigError {
     /// `--upstream-ca-file`.
     #[error("--upstream-ca-file: {0}")]
     CaFile(#[from] CaFileError),
+    /// `--credentials-file`.
+    #[error("--credentials-file: {0}")]
+    CredentialsFile(#[from] CredentialsFileError),
 }
 
 /// A duration the human way: `30s`, `500ms`, `10m`, `1h 30m`.
@@ -276,12 +303,28 @@ pub enum LogFormat {
 }
 
 impl CommonArgs {
-    /// The client credentials.
-    pub fn credentials(&self) -> Vec<KeyPair> {
-        vec![KeyPair {
+    /// The client credentials: the pair of --access-key/--secret-key, then
+    /// those of --credentials-file (read here; a file that cannot be read,
+    /// a malformed line or an access key given twice is an error).
+    pub fn credentials(&self) -> Result<Vec<KeyPair>, ConfigError> {
+        let mut pairs = vec![KeyPair {
             access_key: self.access_key.clone(),
             secret_key: self.secret_key.clone(),
-        }]
+        }];
+        if let Some(path) = &self.credentials_file {
+            pairs.extend(credentials_file::read(path, &[&self.access_key])?);
+        }
+        Ok(pairs)
+    }
+
+    /// The HTTP front's settings.
+    pub fn server(&self) -> ServerConfig {
+        ServerConfig {
+            header_read_timeout: self.header_read_timeout,
+            idle_timeout: self.idle_timeout,
+            body_read_timeout: self.body_read_timeout,
+            max_connections: self.max_connections,
+        }
     }
 
     /// The RDMA settings.
@@ -462,6 +505,95 @@ mod tests {
     }
 
     #[test]
+    fn server_settings_reach_the_config() {
+        let g = parse(&[
+            "--header-read-timeout",
+            "2s",
+            "--idle-timeout",
+            "5m",
+            "--body-read-timeout",
+            "90s",
+            "--max-connections",
+            "64",
+        ])
+        .unwrap();
+        assert_eq!(
+            g.common.server(),
+            ServerConfig {
+                header_read_timeout: Duration::from_secs(2),
+                idle_timeout: Duration::from_secs(300),
+                body_read_timeout: Duration::from_secs(90),
+                max_connections: 64,
+            }
+        );
+        for (flag, value) in [
+            ("--header-read-timeout", "0s"),
+            ("--idle-timeout", "0s"),
+            ("--body-read-timeout", "0ms"),
+            ("--max-connections", "0"),
+        ] {
+            let e = parse(&[flag, value]).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ValueValidation, "{flag}");
+        }
+    }
+
+    #[test]
+    fn the_credentials_file_adds_tenants() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tenants");
+        std::fs::write(
+            &path,
+            "# two tenants\ntenant-a secret-a\ntenant-b secret-b\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let p = path.to_str().unwrap();
+        let g = parse(&[
+            "--access-key",
+            "main",
+            "--secret-key",
+            "main-secret",
+            "--credentials-file",
+            p,
+        ])
+        .unwrap();
+        let keys: Vec<(String, String)> = g
+            .common
+            .credentials()
+            .unwrap()
+            .into_iter()
+            .map(|k| (k.access_key, k.secret_key))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("main".to_string(), "main-secret".to_string()),
+                ("tenant-a".to_string(), "secret-a".to_string()),
+                ("tenant-b".to_string(), "secret-b".to_string()),
+            ]
+        );
+        // The file may not redefine the flags' key.
+        let g = parse(&[
+            "--access-key",
+            "tenant-b",
+            "--secret-key",
+            "x",
+            "--credentials-file",
+            p,
+        ])
+        .unwrap();
+        let e = g.common.credentials().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--credentials-file: the credentials file {p}, line 3: the access key tenant-b is given twice"
+            )
+        );
+        assert!(!e.to_string().contains("secret-b"));
+    }
+
+    #[test]
     fn defaults_are_the_built_in_values() {
         let g = parse(&[
             "--transfer-depth",
@@ -506,6 +638,20 @@ mod tests {
         assert_eq!(
             duration(&default_of("max_clock_skew")),
             Ok(Duration::from_secs(900))
+        );
+        let srv = ServerConfig::default();
+        assert_eq!(
+            duration(&default_of("header_read_timeout")),
+            Ok(srv.header_read_timeout)
+        );
+        assert_eq!(duration(&default_of("idle_timeout")), Ok(srv.idle_timeout));
+        assert_eq!(
+            duration(&default_of("body_read_timeout")),
+            Ok(srv.body_read_timeout)
+        );
+        assert_eq!(
+            default_of("max_connections"),
+            srv.max_connections.to_string()
         );
         let o = UpstreamOptions::default();
         assert_eq!(

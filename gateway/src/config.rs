@@ -160,6 +160,38 @@ impl Default for RdmaConfig {
     }
 }
 
+/// The HTTP front: how long a client may take, and how many connections
+/// are served at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// How long a request head (request line and headers) may take to
+    /// arrive, counted from its first byte, or from the connection's
+    /// accept for the first request; beyond it the connection is closed.
+    pub header_read_timeout: Duration,
+    /// How long a keep-alive connection with no request in flight is kept
+    /// open waiting for the next request's first byte.
+    pub idle_timeout: Duration,
+    /// How long a request body may stall (no byte arriving while the
+    /// engine waits for one) before the request fails; the same bound
+    /// applies to a client that stops reading its response.
+    pub body_read_timeout: Duration,
+    /// Connections served at once (lowered at start so that it stays below
+    /// the open-file limit with a reserve; see `server::connection_cap`);
+    /// one beyond it is answered 503 `SlowDown` and closed.
+    pub max_connections: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(60),
+            max_connections: 4096,
+        }
+    }
+}
+
 /// Everything the engine needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -177,4 +209,6 @@ pub struct EngineConfig {
     pub upstream_options: UpstreamOptions,
     /// The RDMA side.
     pub rdma: RdmaConfig,
+    /// The HTTP front's timeouts and connection cap.
+    pub server: ServerConfig,
 }

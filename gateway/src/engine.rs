@@ -4,7 +4,7 @@
 
 use crate::auth::{self, AuthSettings, BodyMode, Credentials};
 use crate::body::Body;
-use crate::config::{EngineConfig, UpstreamConfig};
+use crate::config::{EngineConfig, ServerConfig, UpstreamConfig};
 use crate::rdma::{RdmaEngine, DEFAULT_DC_KEY};
 use crate::s3err::S3Error;
 use crate::upstream::{self, Payload, Upstream};
@@ -44,6 +44,8 @@ pub struct Engine {
     upstream: Arc<dyn Upstream>,
     /// The RDMA side.
     pub rdma: Arc<RdmaEngine>,
+    /// The HTTP front's timeouts and connection cap, for [`serve`].
+    pub server: ServerConfig,
 }
 
 impl Engine {
@@ -72,6 +74,7 @@ impl Engine {
             },
             upstream,
             rdma,
+            server: cfg.server.clone(),
         })
     }
 
@@ -110,6 +113,21 @@ impl Engine {
                     .into_response(&request_id);
             }
         };
+        // Two tokens would leave it to chance which one is served (and
+        // signed as "a,b", neither is what was signed alone).
+        if parts
+            .headers
+            .get_all(hipobj_wire::headers::RDMA_TOKEN)
+            .iter()
+            .nth(1)
+            .is_some()
+        {
+            let op = crate::metrics::s3_operation(&parts.method, &parts.uri, &parts.headers);
+            crate::metrics::request(op, crate::metrics::PATH_RDMA);
+            crate::metrics::rdma_failure("InvalidRDMAToken");
+            return S3Error::invalid_token("more than one x-amz-rdma-token header".to_string())
+                .into_response(&request_id);
+        }
         let token = parts
             .headers
             .get(hipobj_wire::headers::RDMA_TOKEN)
@@ -118,12 +136,8 @@ impl Engine {
             Some(Ok(t)) => {
                 // An RDMA request's own body is empty; it is not read.
                 drop(body);
-                let client = parts.extensions.get::<ClientAddr>().copied().or_else(|| {
-                    parts
-                        .extensions
-                        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                        .map(|c| ClientAddr(c.0))
-                });
+                // Put there by the server loop; absent, no GID is the caller's.
+                let client = parts.extensions.get::<ClientAddr>().copied();
                 self.rdma
                     .serve(
                         &verified.access_key,
@@ -200,7 +214,8 @@ async fn health(engine: &Engine) -> Response<Body> {
     r
 }
 
-fn request_id() -> String {
+/// A new request id: 16 hex digits from the OS's randomness.
+pub(crate) fn request_id() -> String {
     let mut b = [0u8; 8];
     let _ = getrandom::fill(&mut b);
     hex::encode_upper(b)
@@ -216,26 +231,15 @@ pub fn router(engine: Arc<Engine>) -> Router {
 }
 
 /// Serves on `listener` until `shutdown` completes, then finishes the
-/// requests (and transfers) in flight.
+/// requests (and transfers) in flight: the front of [`crate::server`],
+/// with the engine's [`ServerConfig`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     engine: Arc<Engine>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt as _;
-    // Small answers (headers, XML errors, ACK-sized bodies) go out at once
-    // instead of waiting for Nagle's algorithm and the peer's delayed ACK.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY not set");
-        }
-    });
-    axum::serve(
-        listener,
-        router(engine).into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    let cfg = engine.server.clone();
+    crate::server::serve(listener, engine, &cfg, shutdown).await
 }
 
 /// The embedded store in `root` (or a new temporary directory).

@@ -21,6 +21,8 @@
 //! | `hipobj_rdma_pairs` | gauge | (connected QP pairs) |
 //! | `hipobj_upstream_request_seconds` | histogram | `op` (time until the store's response head) |
 //! | `hipobj_upstream_errors_total` | counter | `op`, `reason` (no answer: `connect`, `connect_timeout`, `request`, ...; or `status_5xx`) |
+//! | `hipobj_http_connections` | gauge | (client connections being served) |
+//! | `hipobj_http_connections_closed_total` | counter | `reason` (closed by the front: `refused`, `header_timeout`, `idle_timeout`, `send_stall`) |
 
 use crate::body::Body;
 use crate::upstream::UpstreamError;
@@ -66,6 +68,10 @@ pub const STAGING_QUARANTINED: &str = "hipobj_staging_buffers_quarantined_total"
 pub const DC_INITIATORS: &str = "hipobj_rdma_dc_initiators_in_use";
 /// Counter: pairs released without a failed transfer, by reason (idle, probe, broken).
 pub const PAIRS_RELEASED: &str = "hipobj_rdma_pairs_released_total";
+/// Client connections being served.
+pub const HTTP_CONNECTIONS: &str = "hipobj_http_connections";
+/// Client connections the front closed itself, by `reason`.
+pub const HTTP_CONNECTIONS_CLOSED: &str = "hipobj_http_connections_closed_total";
 
 /// The `path` label of a request with `x-amz-rdma-token`.
 pub const PATH_RDMA: &str = "rdma";
@@ -154,6 +160,11 @@ fn describe() {
         UPSTREAM_ERRORS,
         "Upstream requests without an answer or answered 5xx"
     );
+    describe_gauge!(HTTP_CONNECTIONS, "Client connections being served");
+    describe_counter!(
+        HTTP_CONNECTIONS_CLOSED,
+        "Client connections the front refused or closed on a timeout, by reason"
+    );
 }
 
 /// The exposition text, after sampling the gauges of `engine`.
@@ -170,6 +181,21 @@ pub fn render(engine: &crate::engine::Engine) -> Response<Body> {
         http::HeaderValue::from_static("text/plain; version=0.0.4"),
     );
     r
+}
+
+/// A client connection opened (`true`) or closed.
+pub fn http_connection(open: bool) {
+    let g = gauge!(HTTP_CONNECTIONS);
+    if open {
+        g.increment(1.0);
+    } else {
+        g.decrement(1.0);
+    }
+}
+
+/// A client connection the front refused or closed itself, and why.
+pub fn http_connection_closed(reason: &'static str) {
+    counter!(HTTP_CONNECTIONS_CLOSED, "reason" => reason).increment(1);
 }
 
 /// One request.

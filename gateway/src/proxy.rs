@@ -145,6 +145,19 @@ impl FailureSlot {
         }
     }
 
+    /// Records 400 `RequestTimeout` (S3's code for a body that stopped
+    /// coming) unless an error is recorded already.
+    fn record_stall(&self, e: &crate::body::BodyStalled) {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(S3Error::new(
+                http::StatusCode::BAD_REQUEST,
+                "RequestTimeout",
+                format!("your socket connection was not read from within the timeout: {e}"),
+            ));
+        }
+    }
+
     fn take(&self) -> Option<S3Error> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
@@ -169,6 +182,21 @@ fn auth_error_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a A
     None
 }
 
+/// The [`BodyStalled`](crate::body::BodyStalled) in `err` or its chain of
+/// sources, if any.
+fn stall_in<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a crate::body::BodyStalled> {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if let Some(a) = e.downcast_ref::<crate::body::BodyStalled>() {
+            return Some(a);
+        }
+        cur = e.source();
+    }
+    None
+}
+
 impl http_body::Body for Watched {
     type Data = Bytes;
     type Error = BoxError;
@@ -185,6 +213,8 @@ impl http_body::Body for Watched {
                 let e = e.into_inner();
                 if let Some(a) = auth_error_in(&*e) {
                     this.slot.record(a);
+                } else if let Some(stall) = stall_in(&*e) {
+                    this.slot.record_stall(stall);
                 }
                 Poll::Ready(Some(Err(e)))
             }

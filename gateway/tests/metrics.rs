@@ -53,6 +53,7 @@ async fn serve(upstream: UpstreamConfig, store: Option<tempfile::TempDir>) -> Se
             buffers: 4,
             ..RdmaConfig::default()
         },
+        server: Default::default(),
     };
     let engine = Arc::new(Engine::new(&cfg).unwrap());
     let listener = tokio::net::TcpListener::bind(cfg.listen).await.unwrap();

@@ -32,11 +32,12 @@ async fn main() -> anyhow::Result<()> {
     let cfg = EngineConfig {
         listen: SocketAddr::new(a.addr, a.port),
         region: a.common.region.clone(),
-        credentials: a.common.credentials(),
+        credentials: a.common.credentials()?,
         max_skew: a.common.max_skew(),
         upstream,
         upstream_options: Default::default(),
         rdma: a.common.rdma(),
+        server: a.common.server(),
     };
     let engine = Arc::new(Engine::new(&cfg).context("starting the engine")?);
     let listener = tokio::net::TcpListener::bind(cfg.listen)

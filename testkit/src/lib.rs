@@ -15,7 +15,11 @@
 //!   its S3 callbacks over real requests ([`RdmaOps`]), the handshake, data
 //!   patterns and CRC-64/NVME;
 //! - [`plain`]: s3s-fs served in-process, an S3 server without RDMA
-//!   ([`PlainS3`]).
+//!   ([`PlainS3`]);
+//! - [`tenant`]: key pairs besides the default one ([`Tenant`], each with
+//!   its [`S3`] client), the credentials file that gives them to a server
+//!   ([`CredentialsFile`]), and the test server started with them
+//!   ([`test_server_with_tenants`]).
 //!
 //! Binaries are passed in by path: a package's own tests name theirs with
 //! `env!("CARGO_BIN_EXE_<name>")`, other packages' tests find the
@@ -25,6 +29,7 @@ pub mod plain;
 pub mod process;
 pub mod rdma;
 pub mod s3;
+pub mod tenant;
 
 pub use plain::{BgRuntime, PlainS3};
 pub use process::{
@@ -34,3 +39,4 @@ pub use process::{
 };
 pub use rdma::{client, crc64nvme_b64, handshake, pattern, RdmaOps};
 pub use s3::{assert_absent, assert_error, assert_object, xml_field, Answer, AK, REGION, S3, SK};
+pub use tenant::{test_server_with_tenants, CredentialsFile, Tenant};

@@ -42,11 +42,12 @@ async fn main() -> anyhow::Result<()> {
     let cfg = EngineConfig {
         listen: a.listen,
         region: a.common.region.clone(),
-        credentials: a.common.credentials(),
+        credentials: a.common.credentials()?,
         max_skew: a.common.max_skew(),
         upstream,
         upstream_options: options,
         rdma: a.common.rdma(),
+        server: a.common.server(),
     };
     let engine = Arc::new(Engine::new(&cfg).context("starting the engine")?);
     let listener = tokio::net::TcpListener::bind(cfg.listen)
@@ -62,7 +63,7 @@ async fn main() -> anyhow::Result<()> {
         let _ = out.flush();
     }
     tracing::info!(listen = %local, "hipobj-gateway: {}", engine.describe());
-    tracing::debug!(rdma = ?cfg.rdma, max_skew = ?cfg.max_skew, upstream = ?cfg.upstream_options, "settings");
+    tracing::debug!(rdma = ?cfg.rdma, max_skew = ?cfg.max_skew, upstream = ?cfg.upstream_options, server = ?cfg.server, "settings");
     engine::serve(listener, engine, cli::shutdown_signal()).await?;
     tracing::info!("hipobj-gateway stopped");
     Ok(())

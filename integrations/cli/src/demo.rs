@@ -72,6 +72,7 @@ impl Server {
                 device: Some("soft0".into()),
                 ..RdmaConfig::default()
             },
+            server: Default::default(),
         };
         let _guard = rt.enter();
         let engine = Arc::new(Engine::new(&cfg).context("starting the test server's engine")?);

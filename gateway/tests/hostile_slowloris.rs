@@ -1,0 +1,305 @@
+//! Hostile clients of the HTTP front, against the real gateway binary
+//! (embedded store, software RDMA): request heads trickled a line at a
+//! time and silent connections are closed after --header-read-timeout; a
+//! connection beyond --max-connections is answered 503 SlowDown at once;
+//! an idle keep-alive connection is closed after --idle-timeout; a body
+//! that stops coming fails after --body-read-timeout, and so does a client
+//! that stops reading its answer. After each, signed requests are served.
+//!
+//! Every bound waited for is generous (60 s); what is asserted is what the
+//! gateway did, read from the sockets and from its `/metrics`.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+use hipobj_testkit::{assert_object, gateway_with, pattern, ServerProc, AK, REGION, S3, SK};
+
+const GENEROUS: Duration = Duration::from_secs(60);
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_hipobj-gateway"))
+}
+
+fn addr(gw: &ServerProc) -> String {
+    gw.url.trim_start_matches("http://").to_string()
+}
+
+/// The value of the counter `hipobj_http_connections_closed_total` with
+/// `reason`, 0 when absent.
+fn closed(gw: &ServerProc, reason: &str) -> u64 {
+    let m = S3::new(&gw.url).get_unsigned("/metrics");
+    assert_eq!(m.status.as_u16(), 200);
+    let label = format!("hipobj_http_connections_closed_total{{reason=\"{reason}\"}} ");
+    m.text()
+        .lines()
+        .find_map(|l| l.strip_prefix(&label))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// Waits (at most [`GENEROUS`]) until `closed(gw, reason)` is at least `n`.
+fn await_closed(gw: &ServerProc, reason: &str, n: u64) {
+    let deadline = Instant::now() + GENEROUS;
+    loop {
+        let got = closed(gw, reason);
+        if got >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{got} connections closed for {reason}, expected {n}; log:\n{}",
+            gw.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Whether the gateway has closed `s`: a read finds the end (or a reset)
+/// rather than nothing yet. What it sent first is appended to `got`.
+fn is_closed(s: &mut TcpStream, got: &mut Vec<u8>) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break false,
+            Err(_) => break true,
+        }
+    };
+    s.set_nonblocking(false).unwrap();
+    closed
+}
+
+/// Everything the gateway sends on `s` until it closes it (a reset counts
+/// as the end), with a generous bound.
+fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
+    s.set_read_timeout(Some(GENEROUS)).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                panic!("the gateway did not close the connection within {GENEROUS:?}")
+            }
+            Err(_) => return out,
+        }
+    }
+}
+
+/// One response read off `s`: its head, and a body of its Content-Length.
+fn read_response(s: &mut TcpStream) -> (String, Vec<u8>) {
+    s.set_read_timeout(Some(GENEROUS)).unwrap();
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = loop {
+        if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut buf).expect("a response");
+        assert!(n > 0, "closed before a response: {data:?}");
+        data.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8(data[..end].to_vec()).unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = data[end..].to_vec();
+    while body.len() < len {
+        let n = s.read(&mut buf).expect("the body");
+        assert!(n > 0, "closed within the body");
+        body.extend_from_slice(&buf[..n]);
+    }
+    (head, body)
+}
+
+/// The head of a request signed with the test credentials (payload
+/// UNSIGNED-PAYLOAD), as it goes on the wire.
+fn signed_head(gw: &ServerProc, method: &str, path: &str, content_length: usize) -> String {
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(format!("{}{path}", gw.url))
+        .header("content-length", content_length)
+        .body(hipobj_gateway::body::Body::empty())
+        .unwrap();
+    hipobj_gateway::auth::sign_request(
+        &mut req,
+        AK,
+        SK,
+        REGION,
+        "UNSIGNED-PAYLOAD",
+        SystemTime::now(),
+    )
+    .unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\n");
+    for (k, v) in req.headers() {
+        head.push_str(&format!("{k}: {}\r\n", v.to_str().unwrap()));
+    }
+    head.push_str("\r\n");
+    head
+}
+
+#[test]
+fn trickled_heads_are_cut_off_and_the_cap_refuses_at_once() {
+    const CAP: usize = 64;
+    let gw = gateway_with(
+        bin(),
+        &[
+            "--max-connections",
+            &CAP.to_string(),
+            // Long enough for the cap to be filled and tried.
+            "--header-read-timeout",
+            "5s",
+        ],
+        &[],
+    );
+    // The cap's worth of slow clients: half trickle a request head, half
+    // send nothing.
+    let mut slow: Vec<TcpStream> = (0..CAP)
+        .map(|i| {
+            let mut s = TcpStream::connect(addr(&gw)).unwrap();
+            if i % 2 == 0 {
+                s.write_all(b"GET /slow/x HTTP/1.1\r\nHost: x\r\n").unwrap();
+            }
+            s
+        })
+        .collect();
+    // (b) Beyond the cap: 503 SlowDown, Connection: close, and the end.
+    let mut extra = TcpStream::connect(addr(&gw)).unwrap();
+    extra
+        .write_all(b"GET /slow/x HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&read_to_close(&mut extra)).into_owned();
+    assert!(
+        answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+        "{answer}"
+    );
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{head}"
+    );
+    assert_eq!(
+        hipobj_testkit::xml_field(body.as_bytes(), "Code").as_deref(),
+        Some("SlowDown")
+    );
+    assert_eq!(
+        hipobj_testkit::xml_field(body.as_bytes(), "Message").as_deref(),
+        Some("too many connections")
+    );
+    // (a) Trickling keeps no connection open: each gets a header line every
+    // 200 ms, and every one is closed all the same.
+    let deadline = Instant::now() + GENEROUS;
+    let mut open: Vec<usize> = (0..CAP).collect();
+    let mut line = 0u64;
+    while !open.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "{} slow connections still open after {GENEROUS:?}",
+            open.len()
+        );
+        line += 1;
+        open.retain(|&i| {
+            let s = &mut slow[i];
+            let mut got = Vec::new();
+            if is_closed(s, &mut got) {
+                // Closed without an answer (or with a 408).
+                assert!(
+                    got.is_empty() || got.starts_with(b"HTTP/1.1 408"),
+                    "{}",
+                    String::from_utf8_lossy(&got)
+                );
+                return false;
+            }
+            if i % 2 == 0 {
+                // A write to a connection the gateway just closed may fail.
+                let _ = s.write_all(format!("X-Slow-{line}: a\r\n").as_bytes());
+            }
+            true
+        });
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(slow);
+    assert!(closed(&gw, "header_timeout") >= CAP as u64);
+    assert!(closed(&gw, "refused") >= 1);
+    // (c) The gateway serves well-behaved clients again.
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("slow");
+    let data = pattern(3, 100_000);
+    let a = s3.put_plain("/slow/obj", data.clone());
+    assert_eq!(a.status.as_u16(), 200, "{}", a.text());
+    assert_object(&s3, "/slow/obj", &data);
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed() {
+    let gw = gateway_with(
+        bin(),
+        &["--idle-timeout", "1s", "--header-read-timeout", "30s"],
+        &[],
+    );
+    let mut s = TcpStream::connect(addr(&gw)).unwrap();
+    s.write_all(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let (head, body) = read_response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"{\"status\":\"ok\"}\n");
+    // Kept alive, then closed when idle: nothing more comes, then the end.
+    let rest = read_to_close(&mut s);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    assert_eq!(closed(&gw, "idle_timeout"), 1);
+    assert_eq!(closed(&gw, "header_timeout"), 0);
+    // A new connection is served.
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("idle");
+    assert_eq!(s3.put_plain("/idle/o", b"x".to_vec()).status.as_u16(), 200);
+    assert_object(&s3, "/idle/o", b"x");
+}
+
+#[test]
+fn a_stalled_body_and_a_client_that_stops_reading_are_cut_off() {
+    let gw = gateway_with(
+        bin(),
+        &["--body-read-timeout", "1s", "--idle-timeout", "30s"],
+        &[],
+    );
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("stall");
+    // A PUT that promises 1000 bytes and sends 10.
+    let mut s = TcpStream::connect(addr(&gw)).unwrap();
+    s.write_all(signed_head(&gw, "PUT", "/stall/part", 1000).as_bytes())
+        .unwrap();
+    s.write_all(b"0123456789").unwrap();
+    let answer = String::from_utf8_lossy(&read_to_close(&mut s)).into_owned();
+    // The request failed as S3 says: 400 RequestTimeout; nothing stored.
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert_eq!(
+        hipobj_testkit::xml_field(answer.as_bytes(), "Code").as_deref(),
+        Some("RequestTimeout"),
+        "{answer}"
+    );
+    let a = s3.get_plain("/stall/part");
+    assert_eq!(a.status.as_u16(), 404, "{}", a.text());
+    // A GET of an object larger than the sockets' buffers whose answer is
+    // never read.
+    let big = pattern(7, 48 << 20);
+    assert_eq!(s3.put_plain("/stall/big", big.clone()).status.as_u16(), 200);
+    let mut s = TcpStream::connect(addr(&gw)).unwrap();
+    s.write_all(signed_head(&gw, "GET", "/stall/big", 0).as_bytes())
+        .unwrap();
+    await_closed(&gw, "send_stall", 1);
+    let got = read_to_close(&mut s);
+    assert!(got.starts_with(b"HTTP/1.1 200"));
+    assert!(got.len() < big.len(), "{} bytes came", got.len());
+    // Others are served.
+    assert_object(&s3, "/stall/big", &big);
+}
