@@ -191,8 +191,14 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
             }
         }));
     }
-    for w in workers {
-        w.join().expect("a well-behaved client saw an error");
+    let failed = workers.into_iter().filter(|_| true).map(|w| w.join().is_err()).filter(|f| *f).count();
+    if failed > 0 {
+        let log = gw.log();
+        let tail: Vec<&str> = log.lines().rev().take(80).collect();
+        for l in tail.into_iter().rev() {
+            eprintln!("gateway: {l}");
+        }
+        panic!("{failed} clients saw an error");
     }
     let done = ops_done.load(Ordering::Relaxed);
     eprintln!(
