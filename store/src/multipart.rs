@@ -529,7 +529,7 @@ impl Store {
                 .filter(|u| u.meta.key == input.key)
                 .ok_or_else(no_such_upload)?;
             let mut prev = 0;
-            for (i, c) in listed.iter().enumerate() {
+            for c in &listed {
                 let n = c.part_number.unwrap_or(0);
                 if n <= prev {
                     return Err(s3_error!(
@@ -538,24 +538,31 @@ impl Store {
                     ));
                 }
                 prev = n;
-                let invalid = || {
-                    s3_error!(
-                        InvalidPart,
-                        "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag."
-                    )
-                };
-                let p = upload.parts.get(&n).ok_or_else(invalid)?;
+            }
+            let invalid = || {
+                s3_error!(
+                    InvalidPart,
+                    "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag."
+                )
+            };
+            let mut sizes = Vec::with_capacity(listed.len());
+            for c in &listed {
+                let p = upload
+                    .parts
+                    .get(&c.part_number.unwrap_or(0))
+                    .ok_or_else(invalid)?;
                 if let Some(t) = &c.e_tag {
                     if t.value().trim_matches('"') != p.etag {
                         return Err(invalid());
                     }
                 }
-                if i + 1 < listed.len() && p.size < MIN_PART {
-                    return Err(s3_error!(
-                        EntityTooSmall,
-                        "Your proposed upload is smaller than the minimum allowed object size."
-                    ));
-                }
+                sizes.push(p.size);
+            }
+            if sizes[..sizes.len() - 1].iter().any(|s| *s < MIN_PART) {
+                return Err(s3_error!(
+                    EntityTooSmall,
+                    "Your proposed upload is smaller than the minimum allowed object size."
+                ));
             }
             state
                 .uploads
