@@ -41,10 +41,13 @@ pub enum UpstreamConfig {
         /// Credentials for the upstream.
         credentials: KeyPair,
     },
-    /// The embedded store (s3s-fs) in a directory, served in-process.
+    /// The embedded store (hipobj-store) in a directory, served in-process.
     Embedded {
         /// Its root directory.
         root: PathBuf,
+        /// Whether every write is flushed to disk before it is answered
+        /// (atomicity holds either way).
+        fsync: bool,
     },
 }
 

@@ -242,20 +242,28 @@ pub async fn serve(
     crate::server::serve(listener, engine, &cfg, shutdown).await
 }
 
-/// The embedded store in `root` (or a new temporary directory).
+/// The embedded store in `root`, every write flushed to disk; or in a new
+/// temporary directory, not flushed (it does not outlive the process).
 pub fn embedded(
     root: Option<std::path::PathBuf>,
 ) -> std::io::Result<(UpstreamConfig, Option<tempfile::TempDir>)> {
     match root {
         Some(r) => {
             std::fs::create_dir_all(&r)?;
-            Ok((UpstreamConfig::Embedded { root: r }, None))
+            Ok((
+                UpstreamConfig::Embedded {
+                    root: r,
+                    fsync: true,
+                },
+                None,
+            ))
         }
         None => {
             let dir = tempfile::Builder::new().prefix("hipobj-store-").tempdir()?;
             Ok((
                 UpstreamConfig::Embedded {
                     root: dir.path().to_path_buf(),
+                    fsync: false,
                 },
                 Some(dir),
             ))

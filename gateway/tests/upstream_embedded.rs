@@ -1,4 +1,4 @@
-//! The S3 flow through the embedded s3s-fs store.
+//! The S3 flow through the embedded store (hipobj-store).
 
 mod upstream_common;
 
@@ -13,8 +13,17 @@ async fn s3_flow() {
     let dir = tempfile::tempdir().unwrap();
     let up = EmbeddedUpstream::new(dir.path(), "us-east-1").unwrap();
     upstream_common::s3_flow(&up).await;
-    // The objects are files under the root.
-    assert!(dir.path().join("bucket/big.bin").is_file());
+    // The objects are files under the bucket's directory, named by their
+    // key's hash, never by the key.
+    let objects = dir.path().join("buckets/bucket/objects");
+    assert!(objects.is_dir());
+    let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"big.bin"));
+    let record = objects
+        .join(&hash[0..2])
+        .join(&hash[2..4])
+        .join(format!("{hash}.json"));
+    assert!(record.is_file(), "{}", record.display());
+    assert!(!dir.path().join("bucket/big.bin").exists());
 }
 
 #[tokio::test]
@@ -22,7 +31,10 @@ async fn built_from_config_creates_the_root() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("a/b");
     let up = upstream::build(
-        &UpstreamConfig::Embedded { root: root.clone() },
+        &UpstreamConfig::Embedded {
+            root: root.clone(),
+            fsync: true,
+        },
         "eu-west-1",
     )
     .unwrap();
@@ -47,7 +59,7 @@ async fn wrong_payload_hash_is_refused_by_the_store() {
         Payload::Sha256(wrong),
     )
     .await;
-    // s3s-fs answers a body that fails its hash with 500 InternalError.
+    // s3s's payload-hash check fails the body; nothing is stored.
     assert!(!a.status.is_success(), "{} {}", a.status, a.text());
     let a = upstream_common::call(&up, Method::GET, "/bkt/k", Bytes::new()).await;
     assert_eq!(a.status, StatusCode::NOT_FOUND);

@@ -373,8 +373,9 @@ fn checksum_mismatch_is_400_bad_digest_and_stores_nothing() {
     let etag_of_data = a.header("etag").unwrap();
 
     // UploadPart: a mismatched part is not kept, so completing the upload
-    // with it fails. (s3s-fs forgets an upload whose completion failed, so
-    // the listing and the retry use a second upload.)
+    // with it fails. (The listing and the retry use a second upload, so
+    // that nothing depends on what a store keeps of an upload whose
+    // completion failed.)
     let complete = |path: &str, upload: &str, etag: &str| {
         let body = format!(
             "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>"
@@ -415,8 +416,8 @@ fn checksum_mismatch_is_400_bad_digest_and_stores_nothing() {
     bad_part("/bkt/mp1", &upload);
     assert_eq!(list_parts("/bkt/mp1", &upload), 0, "the bad part is listed");
     let done = complete("/bkt/mp1", &upload, &etag_of_data);
-    // The store's own answer: s3s-fs finds no part file and says 500
-    // InternalError (S3 would say 400 InvalidPart).
+    // The store's own answer: 400 InvalidPart, as S3 (a store that finds no
+    // part file may say 500 InternalError).
     assert!(!done.status.is_success(), "{}", done.text());
     assert!(
         matches!(
@@ -741,8 +742,10 @@ fn a_transfer_token_on_an_operation_rdma_does_not_serve_is_501() {
     assert_eq!(mem, previous);
     assert_object(&s3, "/bkt/o", &previous);
     assert_absent(&s3, "/bkt/copy");
-    // (Whether the POST ?uploads created an upload cannot be seen: s3s-fs
-    // does not implement ListMultipartUploads.)
+    // The POST ?uploads created no upload.
+    let uploads = s3.get_plain("/bkt?uploads");
+    assert_eq!(uploads.status, 200, "{}", uploads.text());
+    assert!(!uploads.text().contains("<UploadId>"), "{}", uploads.text());
 }
 
 #[test]
@@ -788,6 +791,8 @@ fn a_handshake_token_on_any_method_is_200_with_the_server_token_and_does_nothing
     assert_eq!(list.status, 200);
     assert!(list.text().contains("<Key>o</Key>"), "{}", list.text());
     assert!(!list.text().contains("<Key>new</Key>"), "{}", list.text());
-    // (Whether the POST ?uploads created an upload cannot be seen: s3s-fs
-    // does not implement ListMultipartUploads.)
+    // The POST ?uploads created no upload.
+    let uploads = s3.get_plain("/bkt?uploads");
+    assert_eq!(uploads.status, 200, "{}", uploads.text());
+    assert!(!uploads.text().contains("<UploadId>"), "{}", uploads.text());
 }

@@ -1,13 +1,17 @@
-//! The embedded store: s3s-fs over a directory, served in-process.
+//! The embedded store: hipobj-store over a directory, served in-process.
 //!
 //! Requests go through s3s's whole S3 service, SigV4 verification included:
 //! each is signed with a key pair generated at start, exactly as a remote
 //! store's would be, so the embedded and remote paths differ only in the
-//! transport.
+//! transport. The store ([`hipobj_store::Store`]) maps every key to files
+//! named by the key's hash inside its bucket's directory, writes objects
+//! aside and renames them into place, and lists from an index in memory
+//! (see `docs/store.md`).
 
 use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
+use hipobj_store::{Store, StoreConfig};
 use http::header::{HeaderValue, HOST};
 use http::{Request, Response, Uri, Version};
 use s3s::auth::SimpleAuth;
@@ -21,8 +25,8 @@ use crate::config::KeyPair;
 /// A bare name, so s3s treats every request as path-style.
 const EMBEDDED_HOST: &str = "hipobj-embedded";
 
-/// s3s-fs over a directory, behind the [`Upstream`] interface. Cheap to
-/// clone: clones share the service.
+/// hipobj-store over a directory, behind the [`Upstream`] interface. Cheap
+/// to clone: clones share the service.
 #[derive(Clone)]
 pub struct EmbeddedUpstream {
     service: S3Service,
@@ -41,19 +45,29 @@ impl std::fmt::Debug for EmbeddedUpstream {
 }
 
 impl EmbeddedUpstream {
-    /// Opens (creating it if missing) the store at `root`. Requests are
-    /// signed for `region` with an internal key pair drawn from the OS's
-    /// random source.
+    /// Opens (creating it if missing) the store at `root`, every write
+    /// flushed to disk. Requests are signed for `region` with an internal
+    /// key pair drawn from the OS's random source.
     pub fn new(root: &Path, region: &str) -> Result<EmbeddedUpstream, UpstreamError> {
+        EmbeddedUpstream::with_config(root, region, StoreConfig::default())
+    }
+
+    /// As [`new`](Self::new), the store writing as `config` says (fsync
+    /// or not).
+    pub fn with_config(
+        root: &Path,
+        region: &str,
+        config: StoreConfig,
+    ) -> Result<EmbeddedUpstream, UpstreamError> {
         let init = |reason: String| UpstreamError::EmbeddedInit {
             root: root.display().to_string(),
             reason,
         };
         std::fs::create_dir_all(root).map_err(|e| init(e.to_string()))?;
-        let fs = s3s_fs::FileSystem::new(root).map_err(|e| init(format!("{e:?}")))?;
+        let store = Store::open(root, config).map_err(|e| init(e.to_string()))?;
 
         let credentials = random_key_pair()?;
-        let mut builder = S3ServiceBuilder::new(fs);
+        let mut builder = S3ServiceBuilder::new(store);
         builder.set_auth(SimpleAuth::from_single(
             credentials.access_key.as_str(),
             credentials.secret_key.as_str(),
@@ -92,8 +106,9 @@ impl Upstream for EmbeddedUpstream {
         let this = self.clone();
         Box::pin(async move {
             let (mut parts, body) = req.into_parts();
-            let path_and_query =
-                super::without_encoding_type(&super::upstream_path_and_query(&parts.uri)?);
+            // The store URL-encodes listed keys when asked
+            // (`encoding-type=url`), so the parameter goes through.
+            let path_and_query = super::upstream_path_and_query(&parts.uri)?;
             parts.uri = Uri::try_from(path_and_query)
                 .map_err(|e| UpstreamError::InvalidTarget(e.to_string()))?;
             parts.version = Version::HTTP_11;
@@ -118,7 +133,7 @@ impl Upstream for EmbeddedUpstream {
 
     fn describe(&self) -> String {
         format!(
-            "embedded s3s-fs at {} (region {})",
+            "embedded hipobj-store at {} (region {})",
             self.root.display(),
             self.region
         )

@@ -1,7 +1,7 @@
 //! The S3 store behind the front.
 //!
 //! Two kinds share one interface, [`Upstream`]: a remote S3 endpoint reached
-//! over HTTP ([`remote::RemoteUpstream`]) and the embedded s3s-fs store
+//! over HTTP ([`remote::RemoteUpstream`]) and the embedded store (hipobj-store)
 //! served in-process ([`embedded::EmbeddedUpstream`]). Either way the request
 //! is re-addressed to the store, signed with the store's own credentials
 //! (SigV4, through [`crate::auth::sign_request`]) and streamed both ways.
@@ -183,7 +183,11 @@ pub fn build_with(
             region,
             multi_options(options),
         )?)),
-        UpstreamConfig::Embedded { root } => Ok(Arc::new(EmbeddedUpstream::new(root, region)?)),
+        UpstreamConfig::Embedded { root, fsync } => Ok(Arc::new(EmbeddedUpstream::with_config(
+            root,
+            region,
+            hipobj_store::StoreConfig { fsync: *fsync },
+        )?)),
     }
 }
 
@@ -258,8 +262,8 @@ pub(crate) fn upstream_path_and_query(uri: &http::Uri) -> Result<String, Upstrea
 /// (boto3 always does, minio-py too) URL-decodes raw keys: `a+b` comes back
 /// as `a b`, `100%25` as `100%`. Without the parameter the store answers
 /// with raw keys and no `EncodingType`, which clients take as they are.
-/// Always done for the embedded store; for a remote one when
-/// [`RemoteOptions::drop_encoding_type`] says so.
+/// Done for a remote store when [`RemoteOptions::drop_encoding_type`] says
+/// so (the embedded store encodes keys as asked).
 pub(crate) fn without_encoding_type(path_and_query: &str) -> String {
     let Some((path, query)) = path_and_query.split_once('?') else {
         return path_and_query.to_owned();

@@ -1,0 +1,525 @@
+//! Object operations: put, get, head, delete, copy, in the store's terms
+//! plus s3s's DTOs where they are the natural form.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use s3s::dto::*;
+use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+
+use crate::checksum;
+use crate::conditions::{self, ReadConditions};
+use crate::copy::copy_range;
+use crate::error::{internal, io_err};
+use crate::fsio::TmpPath;
+use crate::meta::{millis, now_ms, timestamp, Attributes, Checksums, ObjectMeta, FORMAT};
+use crate::names::{random_id, valid_key};
+use crate::read::FileStream;
+use crate::store::{blocking, commit_object, open_object, remove_object, Store};
+use crate::write::{write_body, WriteError};
+
+/// The largest object one PUT (or one part, or one copy) may make: 5 GiB,
+/// as S3.
+pub const MAX_PUT: u64 = 5 << 30;
+
+/// A key checked: 400 KeyTooLongError beyond 1024 bytes.
+pub fn check_key(key: &str) -> S3Result<()> {
+    if valid_key(key) {
+        Ok(())
+    } else {
+        Err(s3_error!(KeyTooLongError, "Your key is too long"))
+    }
+}
+
+/// A body write failure as S3 answers it.
+pub fn body_error(e: WriteError) -> S3Error {
+    match e {
+        WriteError::Body(err) => {
+            tracing::debug!(error = %err, "store: request body failed");
+            match err.downcast::<S3Error>() {
+                Ok(s3e) => *s3e,
+                Err(_) => s3_error!(
+                    IncompleteBody,
+                    "You did not provide the number of bytes specified by the Content-Length HTTP header"
+                ),
+            }
+        }
+        WriteError::TooLarge(n) => s3_error!(
+            EntityTooLarge,
+            "Your proposed upload exceeds the maximum allowed size ({n} bytes)"
+        ),
+        WriteError::Io(e) => internal("write body", e),
+    }
+}
+
+/// An empty body, for a request that has none.
+pub fn empty_body() -> StreamingBlob {
+    StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>())
+}
+
+pub fn md5_hex(md5: &[u8; 16]) -> String {
+    hex::encode(md5)
+}
+
+/// The headers of a write, as stored.
+#[allow(clippy::too_many_arguments)]
+pub fn attributes(
+    content_type: Option<String>,
+    content_encoding: Option<String>,
+    content_disposition: Option<String>,
+    content_language: Option<String>,
+    cache_control: Option<String>,
+    expires: Option<&Timestamp>,
+    website_redirect_location: Option<String>,
+    metadata: Option<Metadata>,
+) -> Attributes {
+    Attributes {
+        content_type,
+        content_encoding,
+        content_disposition,
+        content_language,
+        cache_control,
+        expires_ms: expires.map(millis),
+        website_redirect_location,
+        user_metadata: metadata.unwrap_or_default().into_iter().collect(),
+    }
+}
+
+fn user_metadata(a: &Attributes) -> Option<Metadata> {
+    (!a.user_metadata.is_empty()).then(|| {
+        a.user_metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    })
+}
+
+/// The byte range a GET or HEAD serves: `(start, len, Content-Range,
+/// parts count)`.
+fn select(
+    meta: &ObjectMeta,
+    range: Option<&Range>,
+    part_number: Option<i32>,
+) -> S3Result<(u64, u64, Option<String>, Option<i32>)> {
+    let size = meta.size;
+    let content_range = |start: u64, len: u64| format!("bytes {start}-{}/{size}", start + len - 1);
+    match (range, part_number) {
+        (Some(_), Some(_)) => Err(s3_error!(
+            InvalidRequest,
+            "Cannot specify both Range header and partNumber query parameter"
+        )),
+        (Some(r), None) => {
+            if size == 0 {
+                return Err(s3_error!(
+                    InvalidRange,
+                    "The requested range is not satisfiable"
+                ));
+            }
+            let r = r.check(size)?;
+            let len = r.end - r.start;
+            Ok((r.start, len, Some(content_range(r.start, len)), None))
+        }
+        (None, Some(n)) => {
+            let invalid = || {
+                let mut e = S3Error::with_message(
+                    S3ErrorCode::Custom("InvalidPartNumber".into()),
+                    "The requested partnumber is not satisfiable",
+                );
+                e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
+                e
+            };
+            if meta.part_sizes.is_empty() {
+                if n != 1 {
+                    return Err(invalid());
+                }
+                let cr = (size > 0).then(|| content_range(0, size));
+                return Ok((0, size, cr, Some(1)));
+            }
+            let i = usize::try_from(n)
+                .ok()
+                .filter(|i| (1..=meta.part_sizes.len()).contains(i))
+                .ok_or_else(invalid)?;
+            let start: u64 = meta.part_sizes[..i - 1].iter().sum();
+            let len = meta.part_sizes[i - 1];
+            let cr = (len > 0).then(|| content_range(start, len));
+            let count = i32::try_from(meta.part_sizes.len()).unwrap_or(i32::MAX);
+            Ok((start, len, cr, Some(count)))
+        }
+        (None, None) => Ok((0, size, None, None)),
+    }
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    pub(crate) async fn put_object_op(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let S3Request {
+            input,
+            headers,
+            trailing_headers,
+            ..
+        } = req;
+        check_key(&input.key)?;
+        let bucket = self.bucket(&input.bucket)?;
+        if let Some(len) = input.content_length {
+            if len < 0 || len as u64 > MAX_PUT {
+                return Err(body_error(WriteError::TooLarge(MAX_PUT)));
+            }
+        }
+        let (if_match, if_none_match) = (input.if_match.clone(), input.if_none_match.clone());
+        {
+            let state = bucket.lock();
+            let current = state.objects.get(&input.key).map(|m| m.etag.as_str());
+            conditions::check_write(if_match.as_ref(), if_none_match.as_ref(), current)?;
+        }
+        let mut given = Checksums {
+            crc32: input.checksum_crc32,
+            crc32c: input.checksum_crc32c,
+            sha1: input.checksum_sha1,
+            sha256: input.checksum_sha256,
+            crc64nvme: input.checksum_crc64nvme,
+        };
+        let hasher = checksum::hasher_for(input.checksum_algorithm.as_ref(), &given, &headers)?;
+        let body = input.body.unwrap_or_else(empty_body);
+        let fsync = self.fsync();
+        let written = write_body(&bucket.dir.tmp(), body, hasher, MAX_PUT, fsync)
+            .await
+            .map_err(body_error)?;
+        if let Some(len) = input.content_length {
+            if len as u64 != written.size {
+                return Err(body_error(WriteError::Body("length mismatch".into())));
+            }
+        }
+        checksum::check_content_md5(input.content_md5.as_deref(), &written.md5)?;
+        checksum::add_trailers(&mut given, trailing_headers.as_ref())?;
+        let computed = Checksums::from_dto(written.checksums);
+        checksum::verify(&computed, &given)?;
+        let meta = ObjectMeta {
+            format: FORMAT,
+            key: input.key,
+            size: written.size,
+            etag: md5_hex(&written.md5),
+            last_modified_ms: now_ms(),
+            attributes: attributes(
+                input.content_type,
+                input.content_encoding,
+                input.content_disposition,
+                input.content_language,
+                input.cache_control,
+                input.expires.as_ref(),
+                input.website_redirect_location,
+                input.metadata,
+            ),
+            checksums: computed,
+            part_sizes: Vec::new(),
+            data: random_id().map_err(io_err("random id"))?,
+        };
+        let tmp = written.tmp;
+        let meta = blocking(move || {
+            commit_object(&bucket, meta, tmp, fsync, |cur| {
+                conditions::check_write(
+                    if_match.as_ref(),
+                    if_none_match.as_ref(),
+                    cur.map(|m| m.etag.as_str()),
+                )
+            })
+        })
+        .await?;
+        let c = meta.checksums.clone();
+        Ok(S3Response::new(PutObjectOutput {
+            e_tag: Some(ETag::Strong(meta.etag.clone())),
+            checksum_crc32: c.crc32,
+            checksum_crc32c: c.crc32c,
+            checksum_sha1: c.sha1,
+            checksum_sha256: c.sha256,
+            checksum_crc64nvme: c.crc64nvme,
+            ..Default::default()
+        }))
+    }
+
+    pub(crate) async fn get_object_op(
+        &self,
+        input: GetObjectInput,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        check_key(&input.key)?;
+        let bucket = self.bucket(&input.bucket)?;
+        let key = input.key.clone();
+        let (meta, file) = blocking(move || open_object(&bucket, &key)).await?;
+        let c = ReadConditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        };
+        if let Some(e) =
+            conditions::read_error(conditions::evaluate(&c, &meta.etag, meta.last_modified_ms))
+        {
+            return Err(e);
+        }
+        let (start, len, content_range, parts_count) =
+            select(&meta, input.range.as_ref(), input.part_number)?;
+        let whole = input.range.is_none() && input.part_number.is_none();
+        let body = StreamingBlob::wrap(FileStream::new(file, start, len));
+        let a = &meta.attributes;
+        let sums = if whole {
+            meta.checksums.clone()
+        } else {
+            Checksums::default()
+        };
+        Ok(S3Response::new(GetObjectOutput {
+            body: Some(body),
+            accept_ranges: Some("bytes".into()),
+            content_length: Some(to_i64(len)),
+            content_range,
+            parts_count: parts_count.filter(|_| !meta.part_sizes.is_empty()),
+            e_tag: Some(ETag::Strong(meta.etag.clone())),
+            last_modified: Some(timestamp(meta.last_modified_ms)),
+            metadata: user_metadata(a),
+            content_type: input
+                .response_content_type
+                .or_else(|| a.content_type.clone()),
+            content_encoding: input
+                .response_content_encoding
+                .or_else(|| a.content_encoding.clone()),
+            content_disposition: input
+                .response_content_disposition
+                .or_else(|| a.content_disposition.clone()),
+            content_language: input
+                .response_content_language
+                .or_else(|| a.content_language.clone()),
+            cache_control: input
+                .response_cache_control
+                .or_else(|| a.cache_control.clone()),
+            expires: input
+                .response_expires
+                .or_else(|| a.expires_ms.map(timestamp)),
+            website_redirect_location: a.website_redirect_location.clone(),
+            checksum_crc32: sums.crc32,
+            checksum_crc32c: sums.crc32c,
+            checksum_sha1: sums.sha1,
+            checksum_sha256: sums.sha256,
+            checksum_crc64nvme: sums.crc64nvme,
+            ..Default::default()
+        }))
+    }
+
+    pub(crate) async fn head_object_op(
+        &self,
+        input: HeadObjectInput,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        check_key(&input.key)?;
+        let bucket = self.bucket(&input.bucket)?;
+        let meta: Arc<ObjectMeta> = bucket
+            .lock()
+            .objects
+            .get(&input.key)
+            .cloned()
+            .ok_or_else(|| s3_error!(NoSuchKey, "The specified key does not exist."))?;
+        let c = ReadConditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        };
+        if let Some(e) =
+            conditions::read_error(conditions::evaluate(&c, &meta.etag, meta.last_modified_ms))
+        {
+            return Err(e);
+        }
+        let (_, len, content_range, parts_count) =
+            select(&meta, input.range.as_ref(), input.part_number)?;
+        let whole = input.range.is_none() && input.part_number.is_none();
+        let sums = if whole {
+            meta.checksums.clone()
+        } else {
+            Checksums::default()
+        };
+        let a = &meta.attributes;
+        Ok(S3Response::new(HeadObjectOutput {
+            accept_ranges: Some("bytes".into()),
+            content_length: Some(to_i64(len)),
+            content_range,
+            parts_count: parts_count.filter(|_| !meta.part_sizes.is_empty()),
+            e_tag: Some(ETag::Strong(meta.etag.clone())),
+            last_modified: Some(timestamp(meta.last_modified_ms)),
+            metadata: user_metadata(a),
+            content_type: a.content_type.clone(),
+            content_encoding: a.content_encoding.clone(),
+            content_disposition: a.content_disposition.clone(),
+            content_language: a.content_language.clone(),
+            cache_control: a.cache_control.clone(),
+            expires: a.expires_ms.map(timestamp),
+            website_redirect_location: a.website_redirect_location.clone(),
+            checksum_crc32: sums.crc32,
+            checksum_crc32c: sums.crc32c,
+            checksum_sha1: sums.sha1,
+            checksum_sha256: sums.sha256,
+            checksum_crc64nvme: sums.crc64nvme,
+            ..Default::default()
+        }))
+    }
+
+    pub(crate) async fn delete_object_op(&self, bucket: &str, key: &str) -> S3Result<bool> {
+        check_key(key)?;
+        let bucket = self.bucket(bucket)?;
+        let key = key.to_owned();
+        let fsync = self.fsync();
+        blocking(move || remove_object(&bucket, &key, fsync)).await
+    }
+
+    pub(crate) async fn delete_objects_op(
+        &self,
+        input: DeleteObjectsInput,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let bucket = self.bucket(&input.bucket)?;
+        if input.delete.objects.len() > 1000 {
+            return Err(s3_error!(
+                MalformedXML,
+                "The XML you provided was not well-formed or did not validate against our published schema"
+            ));
+        }
+        let quiet = input.delete.quiet.unwrap_or(false);
+        let fsync = self.fsync();
+        let objects = input.delete.objects;
+        let (deleted, errors) = blocking(move || {
+            let mut deleted = Vec::new();
+            let mut errors = Vec::new();
+            for o in objects {
+                let r = check_key(&o.key).and_then(|()| remove_object(&bucket, &o.key, fsync));
+                match r {
+                    Ok(_) => {
+                        if !quiet {
+                            deleted.push(DeletedObject {
+                                key: Some(o.key),
+                                version_id: o.version_id,
+                                ..Default::default()
+                            });
+                        }
+                    }
+                    Err(e) => errors.push(Error {
+                        code: Some(e.code().as_str().to_owned()),
+                        key: Some(o.key),
+                        message: e.message().map(str::to_owned),
+                        version_id: o.version_id,
+                    }),
+                }
+            }
+            Ok((deleted, errors))
+        })
+        .await?;
+        Ok(S3Response::new(DeleteObjectsOutput {
+            deleted: Some(deleted),
+            errors: (!errors.is_empty()).then_some(errors),
+            ..Default::default()
+        }))
+    }
+
+    pub(crate) async fn copy_object_op(
+        &self,
+        input: CopyObjectInput,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        let CopySource::Bucket {
+            bucket: src_bucket,
+            key: src_key,
+            ..
+        } = &input.copy_source
+        else {
+            return Err(s3_error!(
+                NotImplemented,
+                "Only bucket copy sources are supported"
+            ));
+        };
+        check_key(&input.key)?;
+        check_key(src_key)?;
+        let dst = self.bucket(&input.bucket)?;
+        let src = self.bucket(src_bucket)?;
+        let replace = input
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str().eq_ignore_ascii_case(MetadataDirective::REPLACE));
+        if **src_bucket == input.bucket && **src_key == input.key && !replace {
+            return Err(s3_error!(
+                InvalidRequest,
+                "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
+            ));
+        }
+        let k = src_key.to_string();
+        let s = src.clone();
+        let (meta, mut file) = blocking(move || open_object(&s, &k)).await?;
+        let c = ReadConditions {
+            if_match: input.copy_source_if_match.as_ref(),
+            if_none_match: input.copy_source_if_none_match.as_ref(),
+            if_modified_since: input.copy_source_if_modified_since.as_ref(),
+            if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+        };
+        if let Some(e) =
+            conditions::copy_error(conditions::evaluate(&c, &meta.etag, meta.last_modified_ms))
+        {
+            return Err(e);
+        }
+        if meta.size > MAX_PUT {
+            return Err(s3_error!(
+                InvalidRequest,
+                "The specified copy source is larger than the maximum allowable size for a copy source: {MAX_PUT}"
+            ));
+        }
+        let attrs = if replace {
+            attributes(
+                input.content_type,
+                input.content_encoding,
+                input.content_disposition,
+                input.content_language,
+                input.cache_control,
+                input.expires.as_ref(),
+                input.website_redirect_location,
+                input.metadata,
+            )
+        } else {
+            meta.attributes.clone()
+        };
+        let fsync = self.fsync();
+        let key = input.key;
+        let out = blocking(move || {
+            let tmp = TmpPath::new_in(&dst.dir.tmp()).map_err(io_err("copy"))?;
+            let multipart = !meta.part_sizes.is_empty();
+            let md5 = copy_range(&mut file, 0, meta.size, tmp.path(), multipart, fsync)
+                .map_err(io_err("copy"))?;
+            let new = ObjectMeta {
+                format: FORMAT,
+                key,
+                size: meta.size,
+                etag: md5.map_or_else(|| meta.etag.clone(), |m| md5_hex(&m)),
+                last_modified_ms: now_ms(),
+                attributes: attrs,
+                checksums: if multipart {
+                    Checksums::default()
+                } else {
+                    meta.checksums.clone()
+                },
+                part_sizes: Vec::new(),
+                data: random_id().map_err(io_err("random id"))?,
+            };
+            commit_object(&dst, new, tmp, fsync, |_| Ok(()))
+        })
+        .await?;
+        let c = out.checksums.clone();
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: Some(ETag::Strong(out.etag.clone())),
+                last_modified: Some(timestamp(out.last_modified_ms)),
+                checksum_crc32: c.crc32,
+                checksum_crc32c: c.crc32c,
+                checksum_sha1: c.sha1,
+                checksum_sha256: c.sha256,
+                checksum_crc64nvme: c.crc64nvme,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+}
