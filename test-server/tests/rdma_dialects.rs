@@ -92,7 +92,7 @@ impl DcClient {
         .encode()
     }
 
-    fn set(&self, data: &[u8]) {
+    fn set(&mut self, data: &[u8]) {
         self.buf.buf_mut().write_at(0, data).unwrap();
     }
 
@@ -136,7 +136,7 @@ fn cuobject_descriptor_get_and_put_byte_exact() {
     let len = (9 << 20) + 3; // two staging chunks
     let data = pattern(30, len);
     s3.put_plain("/bkt/o", data.clone());
-    let c = DcClient::new(len, DEFAULT_DC_KEY);
+    let mut c = DcClient::new(len, DEFAULT_DC_KEY);
     let token = c.descriptor(0, len as u32, Some(c.gid));
     assert_eq!(token.len(), 81);
 
@@ -161,7 +161,7 @@ fn the_legacy_suffix_overrides_the_descriptor_address_and_size() {
     let (off, n) = (4096u64, 100_000usize);
     let data = pattern(32, n);
     s3.put_plain("/bkt/o", data.clone());
-    let c = DcClient::new(len, DEFAULT_DC_KEY);
+    let mut c = DcClient::new(len, DEFAULT_DC_KEY);
     c.buf.buf_mut().fill(0xee);
     // The descriptor alone names 16 bytes at the start: too small for the
     // object. The suffix names the range the server must use.
@@ -211,7 +211,7 @@ fn hipobject_token_with_transport_dc_get_and_put_byte_exact() {
     let len = (8 << 20) + 4097;
     let data = pattern(34, len);
     s3.put_plain("/bkt/o", data.clone());
-    let c = DcClient::new(len, DEFAULT_DC_KEY);
+    let mut c = DcClient::new(len, DEFAULT_DC_KEY);
     let token = c.dc_token(0, len as u64);
     assert_eq!(token.len(), 88);
     assert_eq!(&token[..2], "00", "transport byte DC");
@@ -235,7 +235,7 @@ fn a_descriptor_without_a_gid_is_declined_with_501() {
     let len = 4096;
     let data = pattern(36, len);
     s3.put_plain("/bkt/o", data.clone());
-    let c = DcClient::new(len, DEFAULT_DC_KEY);
+    let mut c = DcClient::new(len, DEFAULT_DC_KEY);
     c.buf.buf_mut().fill(0x11);
     let token = c.descriptor(0, len as u32, None);
     assert_eq!(&token[47..49], "0:", "GID-present flag 0");
@@ -259,7 +259,7 @@ fn a_dc_target_with_another_key_fails_the_transfer_with_500() {
     let len = 64 << 10;
     let data = pattern(37, len);
     s3.put_plain("/bkt/o", data.clone());
-    let c = DcClient::new(len, 0x1234_5678);
+    let mut c = DcClient::new(len, 0x1234_5678);
     c.buf.buf_mut().fill(0x22);
     for (what, token) in [
         ("cuObject", c.descriptor(0, len as u32, Some(c.gid))),
