@@ -427,9 +427,9 @@ fn throughput(env: &Env, size: u64, rounds: usize) -> anyhow::Result<ThroughputR
     let len = size as usize;
     let mut src_mem = vec![0u8; len];
     pattern::fill(SEED_TP ^ size, 0, &mut src_mem);
-    let mut dst_mem = vec![0u8; len];
-    let src = env.lib.register_host(&mut src_mem)?;
-    let dst = env.lib.register_host(&mut dst_mem)?;
+    let dst_mem = vec![0u8; len];
+    let src = env.lib.register_owned(src_mem)?;
+    let dst = env.lib.register_owned(dst_mem)?;
     let mut secs: [[Vec<f64>; 2]; 3] = Default::default();
     let mut cpu: [[Cpu; 2]; 3] = Default::default();
     env.sampler.begin();
@@ -491,9 +491,9 @@ fn latency(env: &Env, count: usize) -> anyhow::Result<Vec<LatencyRow>> {
     const SEED: u64 = 0x4c4154;
     let mut src_mem = vec![0u8; SIZE];
     pattern::fill(SEED, 0, &mut src_mem);
-    let mut dst_mem = vec![0u8; SIZE];
-    let src = env.lib.register_host(&mut src_mem)?;
-    let dst = env.lib.register_host(&mut dst_mem)?;
+    let dst_mem = vec![0u8; SIZE];
+    let src = env.lib.register_owned(src_mem)?;
+    let dst = env.lib.register_owned(dst_mem)?;
     let key = "lat/4k";
     env.rt
         .block_on(env.direct.put_object(BUCKET, key, &src, 0, SIZE))
@@ -535,7 +535,7 @@ fn concurrency(
     size: u64,
 ) -> anyhow::Result<Vec<ConcurrencyRow>> {
     let len = size as usize;
-    let mut mems: Vec<Vec<u8>> = (0..clients)
+    let mems: Vec<Vec<u8>> = (0..clients)
         .map(|w| {
             let mut m = vec![0u8; len];
             pattern::fill(0xc0 + w as u64, 0, &mut m);
@@ -543,8 +543,8 @@ fn concurrency(
         })
         .collect();
     let regs = mems
-        .iter_mut()
-        .map(|m| env.lib.register_host(m))
+        .into_iter()
+        .map(|m| env.lib.register_owned(m))
         .collect::<Result<Vec<_>, _>>()?;
     let mut rows = Vec::new();
     for way in WAYS {
@@ -641,7 +641,7 @@ fn big(env: &Env, size: u64) -> anyhow::Result<BigRow> {
     let len = size as usize;
     let mut mem = vec![0u8; len];
     pattern::fill(SEED, 0, &mut mem);
-    let reg = env.lib.register_host(&mut mem)?;
+    let reg = env.lib.register_owned(mem)?;
     let key = "big/object";
     env.sampler.begin();
     let t = Instant::now();
@@ -671,7 +671,6 @@ fn big(env: &Env, size: u64) -> anyhow::Result<BigRow> {
     check(&o, Way::Rdma, size, "GET")?;
     verify(&reg, SEED, 0, len)?;
     drop(reg);
-    drop(mem);
     env.delete(key);
     Ok(BigRow {
         size,
@@ -685,8 +684,7 @@ fn big(env: &Env, size: u64) -> anyhow::Result<BigRow> {
 fn huge(env: &Env, size: u64, part: u64) -> anyhow::Result<HugeRow> {
     const SEED: u64 = 0x40e;
     let parts = size.div_ceil(part) as usize;
-    let mut mem = vec![0u8; part as usize];
-    let reg = env.lib.register_host(&mut mem)?;
+    let reg = env.lib.register_owned(vec![0u8; part as usize])?;
     let key = "huge/object";
     let wall = Instant::now();
     env.sampler.begin();
@@ -771,7 +769,6 @@ fn huge(env: &Env, size: u64, part: u64) -> anyhow::Result<HugeRow> {
     }
     let wall_secs = wall.elapsed().as_secs_f64();
     drop(reg);
-    drop(mem);
     env.delete(key);
     let peak = per_request_peak_kib.iter().copied().max().unwrap_or(0);
     let end = env.sampler.window();
@@ -891,7 +888,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     {
         let mut m = vec![0u8; 1 << 20];
         pattern::fill(1, 0, &mut m);
-        let reg = env.lib.register_host(&mut m)?;
+        let reg = env.lib.register_owned(m)?;
         for way in WAYS {
             let c = env.client(way);
             let key = format!("warm/{}", way.tag());

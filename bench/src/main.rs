@@ -8,6 +8,8 @@
 //! concurrency, and the gateway's memory. Results go in
 //! `docs/benchmarks.md`.
 
+#![deny(unsafe_code)]
+
 mod gateway;
 mod machine;
 mod memory;

@@ -184,6 +184,7 @@ mod tests {
 
 /// CPU time (user + system) a process has used so far, threads that
 /// ended included, in seconds.
+#[allow(unsafe_code)] // sysconf(3)
 pub fn cpu_secs(pid: u32) -> Option<f64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which may hold spaces) in parentheses:

@@ -98,6 +98,7 @@ pub struct Child {
 impl Child {
     /// Starts `cmd` with stdout and stderr into `log`. The child is killed
     /// if this process dies first.
+    #[allow(unsafe_code)] // pre_exec(prctl)
     pub fn spawn(name: &'static str, mut cmd: Command, log: PathBuf) -> anyhow::Result<Child> {
         let out =
             std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -170,6 +171,7 @@ impl Child {
     }
 
     /// SIGTERM, then waits (SIGKILL after 10 s).
+    #[allow(unsafe_code)] // kill(2)
     pub fn stop(&mut self) {
         if self.stopped {
             return;

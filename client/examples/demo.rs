@@ -5,6 +5,8 @@
 //!
 //! `cargo run --release -p hipobj-client --example demo [BYTES]`
 
+#![forbid(unsafe_code)]
+
 use hipobj::platform::gpu::NoHip;
 use hipobj::platform::topology::FakeTopology;
 use hipobj::platform::Platform;

@@ -10,7 +10,7 @@ use crate::platform::system::system_platform;
 use crate::platform::Platform;
 use crate::transfer::{self, S3Ops, SyncDirection};
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// An initialized library of its own (not the process-wide instance the C
 /// API uses). Dropping the last handle releases everything.
@@ -66,22 +66,45 @@ impl Hipobj {
 
     /// Registers host memory; the memory is borrowed for as long as the
     /// registration lives, and read or written through the returned handle.
+    ///
+    /// The handle and its clones cannot leave the borrow, so they cannot be
+    /// given to a thread or task that may outlive it: use
+    /// [`register_owned`](Self::register_owned) for memory that must go
+    /// there (the S3 client's transfers need it).
     pub fn register_host<'b>(&self, memory: &'b mut [u8]) -> Result<Registered<'_, 'b>> {
         let (addr, size) = (memory.as_mut_ptr() as usize, memory.len());
         // SAFETY: `memory` is mutably borrowed for 'b, which the returned
-        // handle carries, and the handle deregisters on drop: the memory
-        // stays allocated and untouched by Rust code while registered.
+        // handle and all its clones carry, and the last of them deregisters
+        // on drop: the memory stays allocated and untouched by other Rust
+        // code while registered.
         unsafe {
             self.inst
                 .buffers
                 .register_host(&self.inst.device, addr, size)?
         };
-        Ok(Registered {
-            lib: self,
-            addr,
-            size,
-            _memory: PhantomData,
-        })
+        Ok(Registered::new(self, addr, size, None))
+    }
+
+    /// Registers host memory that the registration owns: it is freed only
+    /// after the last clone of the returned handle is dropped and the
+    /// buffer is deregistered, so a clone may be moved to any thread and
+    /// the memory outlives everything that uses it. Read and write it
+    /// through the handle ([`Registered::read`], [`Registered::write`],
+    /// [`Registered::to_vec`]).
+    pub fn register_owned(&self, memory: Vec<u8>) -> Result<Registered<'static, 'static>> {
+        let mut memory = memory;
+        let (addr, size) = (memory.as_mut_ptr() as usize, memory.len());
+        // SAFETY: the vector moves into the handle's shared state below and
+        // is dropped only after that state has deregistered the buffer
+        // (`Registration::drop` runs before its fields drop); moving a
+        // `Vec` does not move its heap allocation, and nothing but the
+        // handle's methods touches it.
+        unsafe {
+            self.inst
+                .buffers
+                .register_host(&self.inst.device, addr, size)?
+        };
+        Ok(Registered::new(self, addr, size, Some(memory)))
     }
 
     /// Registers GPU (or host) memory by address, through hipObject's three
@@ -90,7 +113,8 @@ impl Hipobj {
     /// # Safety
     ///
     /// `[addr, addr + size)` must stay allocated while the returned handle
-    /// lives and until any staging copy that timed out has finished, and
+    /// or any clone of it lives (a transfer may hold a clone until it
+    /// ends) and until any staging copy that timed out has finished, and
     /// must not be accessed by the CPU during transfers.
     pub unsafe fn register(&self, addr: usize, size: usize) -> Result<Registered<'_, 'static>> {
         let i = &self.inst;
@@ -99,12 +123,7 @@ impl Hipobj {
             i.buffers
                 .register(&i.device, &i.platform.hip, &i.options, addr, size)?
         };
-        Ok(Registered {
-            lib: self,
-            addr,
-            size,
-            _memory: PhantomData,
-        })
+        Ok(Registered::new(self, addr, size, None))
     }
 
     /// Application-driven transfers, step 1: a handshake token for the
@@ -120,29 +139,82 @@ impl Hipobj {
     }
 }
 
-/// A registered buffer; deregistered on drop.
-#[derive(Debug)]
+/// A registered buffer; deregistered when the last clone is dropped.
+///
+/// Cloning is cheap (a reference count): every clone is a handle to the
+/// same registration, which stays registered, together with memory it
+/// owns ([`Hipobj::register_owned`]), until the last clone is gone. A
+/// handle of `Registered<'_, 'static>` (owned or `'static` memory) can be
+/// turned into a `Registered<'static, 'static>` ([`Registered::handle`])
+/// and moved to a thread that may outlive the caller's borrow of it.
+#[derive(Debug, Clone)]
 pub struct Registered<'h, 'b> {
-    lib: &'h Hipobj,
+    inner: Arc<Registration>,
+    _lib: PhantomData<&'h Hipobj>,
+    _memory: PhantomData<&'b mut [u8]>,
+}
+
+/// What the clones of a [`Registered`] share.
+#[derive(Debug)]
+struct Registration {
+    lib: Hipobj,
     addr: usize,
     size: usize,
-    _memory: PhantomData<&'b mut [u8]>,
+    /// Orders the CPU accesses of all clones (`read`/`with_bytes` against
+    /// `write`), which may run on several threads.
+    cpu: RwLock<()>,
+    /// The memory of an owned registration; freed after the buffer is
+    /// deregistered (`drop` runs before the fields are dropped).
+    owned: Option<Vec<u8>>,
+}
+
+impl<'h, 'b> Registered<'h, 'b> {
+    fn new(lib: &Hipobj, addr: usize, size: usize, owned: Option<Vec<u8>>) -> Registered<'h, 'b> {
+        Registered {
+            inner: Arc::new(Registration {
+                lib: lib.clone(),
+                addr,
+                size,
+                cpu: RwLock::new(()),
+                owned,
+            }),
+            _lib: PhantomData,
+            _memory: PhantomData,
+        }
+    }
+
+    /// Another handle to the same registration that does not borrow the
+    /// library (it holds a reference of its own): with `'b = 'static` it
+    /// may be moved to any thread, and it keeps the registration, and
+    /// owned memory, alive until it is dropped.
+    pub fn handle(&self) -> Registered<'static, 'b> {
+        Registered {
+            inner: self.inner.clone(),
+            _lib: PhantomData,
+            _memory: PhantomData,
+        }
+    }
+
+    /// How many handles to the registration exist (this one included).
+    pub fn handles(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
 }
 
 impl Registered<'_, '_> {
     /// Its address.
     pub fn addr(&self) -> usize {
-        self.addr
+        self.inner.addr
     }
 
     /// Its size.
     pub fn len(&self) -> usize {
-        self.size
+        self.inner.size
     }
 
     /// Whether it is empty (never: registration needs a size).
     pub fn is_empty(&self) -> bool {
-        self.size == 0
+        self.inner.size == 0
     }
 
     fn offset(offset: u64) -> Result<i64> {
@@ -153,9 +225,9 @@ impl Registered<'_, '_> {
     /// the buffer.
     pub fn get(&self, offset: u64, size: usize, ops: &mut dyn S3Ops) -> Result<()> {
         transfer::transfer(
-            &self.lib.inst,
+            &self.inner.lib.inst,
             Direction::Get,
-            self.addr,
+            self.inner.addr,
             size,
             Self::offset(offset)?,
             ops,
@@ -165,9 +237,9 @@ impl Registered<'_, '_> {
     /// PUT: the server reads `size` bytes at `offset` from the buffer.
     pub fn put(&self, offset: u64, size: usize, ops: &mut dyn S3Ops) -> Result<()> {
         transfer::transfer(
-            &self.lib.inst,
+            &self.inner.lib.inst,
             Direction::Put,
-            self.addr,
+            self.inner.addr,
             size,
             Self::offset(offset)?,
             ops,
@@ -184,26 +256,44 @@ impl Registered<'_, '_> {
         offset: u64,
         size: usize,
     ) -> Result<Option<(transfer::Stepwise<'_>, String)>> {
-        transfer::Stepwise::start(&self.lib.inst, dir, self.addr, size, Self::offset(offset)?)
+        transfer::Stepwise::start(
+            &self.inner.lib.inst,
+            dir,
+            self.inner.addr,
+            size,
+            Self::offset(offset)?,
+        )
     }
 
     /// A token for an application-driven transfer of `size` bytes at `offset`.
     pub fn token(&self, dir: Direction, offset: u64, size: usize) -> Result<String> {
-        transfer::rdma_token(&self.lib.inst, self.addr, Self::offset(offset)?, size, dir)
+        transfer::rdma_token(
+            &self.inner.lib.inst,
+            self.inner.addr,
+            Self::offset(offset)?,
+            size,
+            dir,
+        )
     }
 
     /// The staging copy of an application-driven transfer (nothing unless
     /// the buffer is staged).
     pub fn sync(&self, dir: SyncDirection, offset: u64, size: usize) -> Result<()> {
-        transfer::buf_sync(&self.lib.inst, self.addr, size, Self::offset(offset)?, dir)
+        transfer::buf_sync(
+            &self.inner.lib.inst,
+            self.inner.addr,
+            size,
+            Self::offset(offset)?,
+            dir,
+        )
     }
 
     fn check(&self, offset: usize, len: usize) -> Result<()> {
         match offset.checked_add(len) {
-            Some(end) if end <= self.size => Ok(()),
+            Some(end) if end <= self.inner.size => Ok(()),
             _ => Err(Error::invalid(format!(
                 "{len} bytes at {offset} exceed the {}-byte buffer",
-                self.size
+                self.inner.size
             ))),
         }
     }
@@ -211,13 +301,15 @@ impl Registered<'_, '_> {
     /// Copies out of a registered host buffer.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check(offset, out.len())?;
-        // SAFETY: for host registrations the memory is the borrowed slice,
-        // in bounds by the check; no transfer runs during `&self` calls of
-        // this thread, and other threads' transfers are the application's
-        // protocol to order, as with DMA.
+        let _cpu = self.inner.cpu_read();
+        // SAFETY: for host registrations the memory is the borrowed or owned
+        // allocation, in bounds by the check, and alive while the handle is;
+        // CPU writers of it (`write`) are excluded by the lock. Transfers
+        // (device writes) are the application's protocol to order, as with
+        // DMA: they are not Rust accesses.
         unsafe {
             std::ptr::copy_nonoverlapping(
-                (self.addr + offset) as *const u8,
+                (self.inner.addr + offset) as *const u8,
                 out.as_mut_ptr(),
                 out.len(),
             )
@@ -225,8 +317,17 @@ impl Registered<'_, '_> {
         Ok(())
     }
 
+    /// The whole buffer, copied out.
+    pub fn to_vec(&self) -> Result<Vec<u8>> {
+        let mut v = vec![0u8; self.len()];
+        self.read(0, &mut v)?;
+        Ok(v)
+    }
+
     /// Calls `f` with `len` bytes of a registered host buffer at `offset`,
     /// in place: checksums and other reads of large buffers need no copy.
+    /// [`write`](Self::write)s through any clone of the handle wait until
+    /// `f` returns.
     pub fn with_bytes<R>(
         &self,
         offset: usize,
@@ -237,23 +338,26 @@ impl Registered<'_, '_> {
         if len == 0 {
             return Ok(f(&[]));
         }
-        // SAFETY: as in `read`: for host registrations the memory is the
-        // borrowed slice (the handle holds its `&'b mut` borrow, so no
-        // other Rust reference to it exists), in bounds by the check, and
-        // the slice lives only for this call, during which no transfer of
-        // this thread runs.
-        let bytes = unsafe { std::slice::from_raw_parts((self.addr + offset) as *const u8, len) };
+        let _cpu = self.inner.cpu_read();
+        // SAFETY: as in `read`: the memory is the handle's borrowed or owned
+        // allocation (no other Rust reference to it exists), in bounds by
+        // the check, and no CPU write can happen while the read lock is
+        // held, which outlives the slice (it lives only for this call).
+        let bytes =
+            unsafe { std::slice::from_raw_parts((self.inner.addr + offset) as *const u8, len) };
         Ok(f(bytes))
     }
 
     /// Copies into a registered host buffer.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check(offset, data.len())?;
-        // SAFETY: as in `read`.
+        let _cpu = self.inner.cpu_write();
+        // SAFETY: as in `read`, with the write lock excluding every other
+        // CPU access (reads and `with_bytes` slices) through any clone.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 data.as_ptr(),
-                (self.addr + offset) as *mut u8,
+                (self.inner.addr + offset) as *mut u8,
                 data.len(),
             )
         };
@@ -261,20 +365,37 @@ impl Registered<'_, '_> {
     }
 }
 
-impl Drop for Registered<'_, '_> {
+impl Registration {
+    fn cpu_read(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.cpu.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn cpu_write(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.cpu.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Registration {
     fn drop(&mut self) {
         let inst = &self.lib.inst;
         inst.abandoned.prune();
         if inst.buffers.deregister(self.addr).is_err() {
             // Only a staging copy that is still running can hold it now (no
-            // call can: they borrow the handle). The entry leaves the map;
-            // the abandoned list keeps its regions and staging memory alive
-            // until the copy is done.
+            // call can: each borrows a handle, and this is the last). The
+            // entry leaves the map; the abandoned list keeps its regions and
+            // staging memory alive until the copy is done.
             tracing::warn!(
                 addr = format_args!("{:#x}", self.addr),
                 "deregistered with a staging copy still running"
             );
             inst.buffers.remove(self.addr);
+            // Something still holds the entry, so its regions stay
+            // registered (a staging copy, or a stepwise transfer that was
+            // leaked): owned memory is leaked with them rather than freed
+            // under a region a peer may still reach.
+            if let Some(memory) = self.owned.take() {
+                std::mem::forget(memory);
+            }
         }
     }
 }
@@ -321,5 +442,49 @@ mod tests {
         assert_eq!(buf.with_bytes(4096, 0, |b| b.len()).unwrap(), 0);
         assert!(buf.with_bytes(4000, 97, |b| b.len()).is_err());
         assert!(buf.with_bytes(usize::MAX, 2, |b| b.len()).is_err());
+    }
+
+    #[test]
+    fn a_clone_keeps_the_registration_and_the_owned_memory_alive() {
+        let lib = lib();
+        let buf = lib.register_owned(vec![3u8; 8192]).unwrap();
+        let addr = buf.addr();
+        let held = std::thread::scope(|s| {
+            // The handle moves to a thread of its own, as a transfer's does.
+            let h = buf.handle();
+            drop(buf);
+            let l = &lib;
+            s.spawn(move || {
+                assert_eq!(l.instance().buffers.len(), 1);
+                assert!(l.instance().buffers.find(addr).is_ok());
+                h.write(10, b"still here").unwrap();
+                let mut out = [0u8; 12];
+                h.read(9, &mut out).unwrap();
+                assert_eq!(&out, b"\x03still here\x03");
+                h.handles()
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(held, 1);
+        // The last handle is gone: deregistered.
+        assert_eq!(lib.instance().buffers.len(), 0);
+        assert!(lib.instance().buffers.find(addr).is_err());
+    }
+
+    #[test]
+    fn clones_share_one_registration() {
+        let lib = lib();
+        let mut mem = vec![0u8; 4096];
+        let a = lib.register_host(&mut mem).unwrap();
+        let b = a.clone();
+        assert_eq!((a.addr(), a.handles()), (b.addr(), 2));
+        b.write(0, b"xy").unwrap();
+        drop(b);
+        assert_eq!(lib.instance().buffers.len(), 1);
+        assert_eq!(&a.to_vec().unwrap()[..2], b"xy");
+        drop(a);
+        assert_eq!(lib.instance().buffers.len(), 0);
+        assert_eq!(&mem[..2], b"xy");
     }
 }

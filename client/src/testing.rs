@@ -249,12 +249,12 @@ impl ServerPeer {
     fn rdma_get(&self, pair: &Pair, key: &str, t: &Token) -> Result<String, String> {
         let obj = self.object(key).ok_or_else(|| "404".to_string())?;
         let n = t.len.min(obj.len() as u64);
-        let local = self
+        let mut local = self
             .pd
             .alloc_buffer(n.max(1) as usize, AccessFlags::EMPTY)
             .map_err(|_| "500".to_string())?;
         local
-            .buf()
+            .buf_mut()
             .write_at(0, &obj[..n as usize])
             .map_err(|_| "500".to_string())?;
         self.run(pair, SendOp::RdmaWrite, &local, t, n)?;

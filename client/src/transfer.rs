@@ -22,6 +22,12 @@ use std::time::{Duration, Instant};
 pub const REPLY_CAPACITY: usize = 512;
 /// The reply that asks a client to reconnect and retry.
 pub const REPLY_RECONNECT: u16 = 421;
+/// The reply of a server at its RDMA capacity: a handshake finding no QP
+/// pair free, or a transfer finding no staging buffer free (HTTP 503
+/// SlowDown). The transfer fails with [`OpError::S3Error`] and the reply
+/// `503` ([`Error::reply`]); the transfer did not complete, and the connection stays
+/// usable: the application may retry later or use plain HTTP.
+pub const REPLY_BUSY: u16 = 503;
 
 /// The application's S3 side of a transfer (`hipObjOps_t`).
 pub trait S3Ops {
@@ -170,6 +176,11 @@ pub(crate) fn connect_from_reply(
             conn.connect(&inst.device, RcPeer { qp_num: t.qp_num, gid: t.gid, lid: t.lid })
         }
         r if r.is_declined() => Err(Error::s3("the server declined RDMA (501)", Some(r.format()))),
+        r if r.status() == Some(REPLY_BUSY) => Err(Error::s3(
+            "the server refused the RDMA handshake for capacity (503: no QP pair is free now); \
+             nothing was transferred: retry later or move the bytes over plain HTTP",
+            Some(r.format()),
+        )),
         r => Err(Error::s3(
             format!("the server answered the RDMA handshake with {r}, not 200:<server token>: it does not run the connect-first RC flow"),
             Some(r.format()),
@@ -244,6 +255,8 @@ impl Flow {
         }
         let what = if reply.is_declined() {
             "the server declined RDMA (501)".to_string()
+        } else if reply.status() == Some(REPLY_BUSY) {
+            "the server had no RDMA staging buffer free (503): retry later or move the bytes over plain HTTP".to_string()
         } else {
             format!("the server answered {reply}")
         };

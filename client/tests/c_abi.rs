@@ -5,6 +5,8 @@
 //! The binaries are left in `<target>/c-tests/` (CI runs `lifecycle` from
 //! there under valgrind).
 
+#![forbid(unsafe_code)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

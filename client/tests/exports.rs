@@ -1,6 +1,8 @@
 //! `libhipobj.so` exports the C API's `hipObj*` functions and nothing
 //! else.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -1,5 +1,7 @@
 //! NIC and GID selection rules.
 
+#![forbid(unsafe_code)]
+
 use hipobj::platform::topology::{FakeTopology, NicInfo, PortInfo};
 use hipobj::select::{
     bus_distance, choose_nic, closest_nic, hint_names, pick_best_gid, NicChoice, SelectError,

@@ -1,6 +1,8 @@
 //! `SysfsTopology` over fake sysfs trees modelled on real NICs, and over
 //! hostile ones.
 
+#![forbid(unsafe_code)]
+
 use hipobj::platform::topology::{
     FakeTopology, NicInfo, NicTopology, PortInfo, SysfsTopology, MAX_ATTR_BYTES,
 };

@@ -2,6 +2,8 @@
 //! software provider: host buffers, the connect-first flow, reuse,
 //! reconnection, declines, and application-driven transfers.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::*;

@@ -3,6 +3,8 @@
 //! (set `BENCH_BYTES` to change the size, `BENCH_RUNS` the repetitions).
 //! Results go in docs/benchmarks.md.
 
+#![forbid(unsafe_code)]
+
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::soft::SoftProvider;
 use hipobj_fabric::{
@@ -89,9 +91,9 @@ fn main() {
     rc::connect(&a.qp, &b.peer, &RcParams::default()).unwrap();
     rc::connect(&b.qp, &a.peer, &RcParams::default()).unwrap();
     let rw = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE;
-    let local = pd_a.alloc_buffer(bytes, rw).unwrap();
-    let remote = pd_b.alloc_buffer(bytes, rw).unwrap();
-    pattern::fill_buffer(local.buf(), 0, bytes, 2).unwrap();
+    let mut local = pd_a.alloc_buffer(bytes, rw).unwrap();
+    let mut remote = pd_b.alloc_buffer(bytes, rw).unwrap();
+    pattern::fill_buffer(local.buf_mut(), 0, bytes, 2).unwrap();
     let target = RemoteAddr {
         addr: remote.mr().addr(),
         rkey: remote.mr().rkey(),
@@ -118,7 +120,7 @@ fn main() {
         pattern::first_mismatch(remote.buf(), 0, bytes, 2).unwrap(),
         None
     );
-    pattern::fill_buffer(remote.buf(), 0, bytes, 3).unwrap();
+    pattern::fill_buffer(remote.buf_mut(), 0, bytes, 3).unwrap();
     let read = (0..runs)
         .map(|_| run(SendOp::RdmaRead(target)))
         .min()

@@ -3,6 +3,8 @@
 //!
 //! `cargo run --release -p hipobj-fabric --example soft_write_read [BYTES]`
 
+#![forbid(unsafe_code)]
+
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::soft::SoftProvider;
 use hipobj_fabric::{pattern, AccessFlags, QpCap, QpType, RemoteAddr, SendOp, SendWr, WcStatus};
@@ -43,8 +45,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     rc::connect(&cqp, &peer(&server, &sqp)?, &RcParams::default())?;
     rc::connect(&sqp, &peer(&client, &cqp)?, &RcParams::default())?;
     let rw = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE;
-    let client_buf = cpd.alloc_buffer(bytes, rw)?;
-    let staging = spd.alloc_buffer(bytes, AccessFlags::LOCAL_WRITE)?;
+    let mut client_buf = cpd.alloc_buffer(bytes, rw)?;
+    let mut staging = spd.alloc_buffer(bytes, AccessFlags::LOCAL_WRITE)?;
     println!(
         "client device {} (gid {:?}) qp {:#x}, server qp {:#x}",
         client.info().name,
@@ -56,12 +58,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         addr: client_buf.mr().addr(),
         rkey: client_buf.mr().rkey(),
     };
+    let sge = staging.sge(0, bytes as u32)?;
     let transfer = |op: SendOp, what: &str| -> Result<(), Box<dyn std::error::Error>> {
         let start = Instant::now();
         sqp.post_send(&SendWr {
             wr_id: 1,
             op,
-            sg_list: vec![staging.sge(0, bytes as u32)?],
+            sg_list: vec![sge],
             signaled: true,
             dc: None,
         })?;
@@ -80,14 +83,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(())
     };
     // A GET: the server WRITEs an object into the client's buffer.
-    pattern::fill_buffer(staging.buf(), 0, bytes, 42)?;
+    pattern::fill_buffer(staging.buf_mut(), 0, bytes, 42)?;
     transfer(SendOp::RdmaWrite(remote), "WRITE")?;
     match pattern::first_mismatch(client_buf.buf(), 0, bytes, 42)? {
         None => println!("WRITE: every byte matches"),
         Some(at) => return Err(format!("WRITE: mismatch at byte {at}").into()),
     }
     // A PUT: the server READs the client's buffer.
-    pattern::fill_buffer(client_buf.buf(), 0, bytes, 43)?;
+    pattern::fill_buffer(client_buf.buf_mut(), 0, bytes, 43)?;
     transfer(SendOp::RdmaRead(remote), "READ")?;
     match pattern::first_mismatch(staging.buf(), 0, bytes, 43)? {
         None => println!(" READ: every byte matches"),

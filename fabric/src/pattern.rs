@@ -43,7 +43,7 @@ pub fn byte_at(seed: u64, i: u64) -> u8 {
 const CHUNK: usize = 1 << 20;
 
 /// Fills `len` bytes of `buf` at `at` with the pattern for `seed`.
-pub fn fill_buffer(buf: &HostBuffer, at: usize, len: usize, seed: u64) -> crate::Result<()> {
+pub fn fill_buffer(buf: &mut HostBuffer, at: usize, len: usize, seed: u64) -> crate::Result<()> {
     let mut chunk = vec![0u8; CHUNK.min(len)];
     let mut done = 0;
     while done < len {

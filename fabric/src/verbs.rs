@@ -341,6 +341,15 @@ impl DcTarget {
 
 /// Page-aligned, zeroed host memory that is only ever touched through raw
 /// pointers, so a device may write it while the owner holds no reference.
+///
+/// Rust code writes it only through `&mut self` ([`write_at`](Self::write_at),
+/// [`fill`](Self::fill)), so no two Rust accesses race; reads take `&self`.
+/// The device's accesses (an RDMA WRITE landing, an RDMA READ or SEND being
+/// served, done by the NIC's DMA or by the software provider's kernel
+/// socket calls) are outside Rust and are the application's to order with
+/// completions: bytes read while a device write of them is in flight, or
+/// written while a device read of them is, have unspecified values, as with
+/// any DMA buffer.
 pub struct HostBuffer {
     ptr: NonNull<u8>,
     len: usize,
@@ -349,8 +358,9 @@ pub struct HostBuffer {
 // SAFETY: HostBuffer owns its allocation exclusively (like a Box<[u8]>) and
 // all access goes through raw-pointer copies whose ranges are checked.
 unsafe impl Send for HostBuffer {}
-// SAFETY: shared access only performs raw-pointer copies; concurrent writers
-// to the same bytes are the application's protocol to avoid, as with DMA.
+// SAFETY: shared (`&self`) access only reads, by raw-pointer copies; every
+// Rust write takes `&mut self`, so a Rust write never races another Rust
+// access (device accesses are outside Rust, see the type's documentation).
 unsafe impl Sync for HostBuffer {}
 
 const PAGE: usize = 4096;
@@ -398,10 +408,11 @@ impl HostBuffer {
     }
 
     /// Copies `data` into the buffer at `offset`.
-    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
+    pub fn write_at(&mut self, offset: usize, data: &[u8]) -> Result<()> {
         self.check(offset, data.len())?;
-        // SAFETY: the range was checked to lie inside the allocation, and the
-        // source is a distinct Rust slice, so the copy cannot overlap it.
+        // SAFETY: the range was checked to lie inside the allocation, the
+        // source is a distinct Rust slice, so the copy cannot overlap it,
+        // and `&mut self` excludes every other Rust access to the memory.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.as_ptr().add(offset), data.len())
         };
@@ -411,7 +422,9 @@ impl HostBuffer {
     /// Copies `out.len()` bytes at `offset` out of the buffer.
     pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check(offset, out.len())?;
-        // SAFETY: as in write_at, with the roles of source and target swapped.
+        // SAFETY: the range was checked to lie inside the allocation, the
+        // target is a distinct Rust slice, and Rust writes of the memory
+        // need `&mut self`, which cannot exist while `&self` does.
         unsafe {
             std::ptr::copy_nonoverlapping(self.as_ptr().add(offset), out.as_mut_ptr(), out.len())
         };
@@ -419,8 +432,9 @@ impl HostBuffer {
     }
 
     /// Sets every byte to `byte`.
-    pub fn fill(&self, byte: u8) {
-        // SAFETY: the whole allocation of `len` bytes is ours.
+    pub fn fill(&mut self, byte: u8) {
+        // SAFETY: the whole allocation of `len` bytes is ours, and `&mut
+        // self` excludes every other Rust access to it.
         unsafe { std::ptr::write_bytes(self.as_ptr(), byte, self.len) };
     }
 
@@ -466,9 +480,13 @@ impl RegisteredBuffer {
     pub fn mr(&self) -> &MemoryRegion {
         &self.mr
     }
-    /// The memory.
+    /// The memory, to read.
     pub fn buf(&self) -> &HostBuffer {
         &self.buf
+    }
+    /// The memory, to write.
+    pub fn buf_mut(&mut self) -> &mut HostBuffer {
+        &mut self.buf
     }
     /// An SGE over `len` bytes at `offset`.
     pub fn sge(&self, offset: u64, len: u32) -> Result<Sge> {

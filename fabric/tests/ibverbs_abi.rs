@@ -9,6 +9,8 @@
 //! is skipped with a message, unless `REQUIRE_IBVERBS_HEADERS` is set (as
 //! `.ci/run` does), when it fails instead.
 
+#![forbid(unsafe_code)]
+
 mod abi;
 
 use hipobj_fabric::ibverbs::abi::*;

@@ -4,6 +4,8 @@
 //! NIC such as `mlx5_0`, `bnxt_re0`, `ionic_0`). Without the variable the
 //! libibverbs runs print that they were skipped.
 
+#![forbid(unsafe_code)]
+
 mod behaviour;
 
 use hipobj_fabric::ibverbs::VerbsProvider;

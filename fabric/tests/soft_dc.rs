@@ -1,5 +1,7 @@
 //! DC targets: reachable by any initiator with the right DC key.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::*;
@@ -41,9 +43,9 @@ fn dc_write_and_read_with_the_right_key_and_refusal_with_a_wrong_one() {
         .unwrap();
     let target = client.buffer(3 << 20, RW);
     let initiator = dci(&server);
-    let src = server.buffer(3 << 20, RW);
+    let mut src = server.buffer(3 << 20, RW);
     let back = server.buffer(3 << 20, RW);
-    pattern::fill_buffer(src.buf(), 0, 3 << 20, 21).unwrap();
+    pattern::fill_buffer(src.buf_mut(), 0, 3 << 20, 21).unwrap();
     let gid = client.dev.gid_table(1).unwrap()[0].gid;
     assert_eq!(gid.ipv4(), Some(Ipv4Addr::LOCALHOST));
     let to = DcAddr {
@@ -92,7 +94,7 @@ fn dc_write_and_read_with_the_right_key_and_refusal_with_a_wrong_one() {
         dc_key: KEY ^ 1,
         ..to
     };
-    pattern::fill_buffer(src.buf(), 0, 4096, 22).unwrap();
+    pattern::fill_buffer(src.buf_mut(), 0, 4096, 22).unwrap();
     initiator
         .post_send(&SendWr {
             wr_id: 3,

@@ -1,6 +1,8 @@
 //! The soft provider is as strict as a NIC: every violation ends in the
 //! completion status hardware would report.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::*;
@@ -202,8 +204,8 @@ fn responder_that_moves_to_rtr_late_is_reached_by_retransmission() {
     let (a, b) = (End::new(&p), End::new(&p));
     rc::connect(&a.qp, &b.peer(), &RcParams::default()).unwrap();
     let remote = b.buffer(8 << 20, RW);
-    let src = a.buffer(8 << 20, RW);
-    pattern::fill_buffer(src.buf(), 0, 8 << 20, 5).unwrap();
+    let mut src = a.buffer(8 << 20, RW);
+    pattern::fill_buffer(src.buf_mut(), 0, 8 << 20, 5).unwrap();
     a.qp.post_send(&write_wr(1, src.sge(0, 8 << 20).unwrap(), &remote, 0))
         .unwrap();
     // The first transmissions are dropped; the retransmissions land.
@@ -249,8 +251,8 @@ fn reset_and_reconnect_to_a_new_peer() {
     let p = fast_provider();
     let (a, b, c) = (End::new(&p), End::new(&p), End::new(&p));
     connect(&a, &b);
-    let src = a.buffer(4096, RW);
-    pattern::fill_buffer(src.buf(), 0, 4096, 1).unwrap();
+    let mut src = a.buffer(4096, RW);
+    pattern::fill_buffer(src.buf_mut(), 0, 4096, 1).unwrap();
     let rb = b.buffer(4096, RW);
     let rc_buf = c.buffer(4096, RW);
     a.qp.post_send(&write_wr(1, src.sge(0, 4096).unwrap(), &rb, 0))
@@ -261,7 +263,7 @@ fn reset_and_reconnect_to_a_new_peer() {
     rc::reset_to_init(&a.qp, 1, REMOTE_RW).unwrap();
     assert_eq!(a.qp.state().unwrap(), QpState::Init);
     connect(&a, &c);
-    pattern::fill_buffer(src.buf(), 0, 4096, 2).unwrap();
+    pattern::fill_buffer(src.buf_mut(), 0, 4096, 2).unwrap();
     a.qp.post_send(&write_wr(2, src.sge(0, 4096).unwrap(), &rc_buf, 0))
         .unwrap();
     assert_eq!(a.wait().status, WcStatus::Success);
@@ -386,8 +388,8 @@ fn deregistration_waits_for_placements_and_nothing_lands_after() {
     let (a, b) = (End::new(&p), End::new(&p));
     connect(&a, &b);
     let len = 64 << 20;
-    let src = a.buffer(len, RW);
-    pattern::fill_buffer(src.buf(), 0, len, 9).unwrap();
+    let mut src = a.buffer(len, RW);
+    pattern::fill_buffer(src.buf_mut(), 0, len, 9).unwrap();
     let remote = b.buffer(len, RW);
     a.qp.post_send(&write_wr(1, src.sge(0, len as u32).unwrap(), &remote, 0))
         .unwrap();
@@ -414,8 +416,8 @@ fn write_with_immediate_and_send_consume_receives() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
     connect(&a, &b);
-    let src = a.buffer(8192, RW);
-    pattern::fill_buffer(src.buf(), 0, 8192, 4).unwrap();
+    let mut src = a.buffer(8192, RW);
+    pattern::fill_buffer(src.buf_mut(), 0, 8192, 4).unwrap();
     let remote = b.buffer(8192, RW);
     let rbuf = b.buffer(8192, RW);
     b.qp.post_recv(&RecvWr {

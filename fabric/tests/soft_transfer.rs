@@ -1,5 +1,7 @@
 //! Byte-exact transfers between two soft devices in one process.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::*;
@@ -10,10 +12,10 @@ fn write_then_read(len: usize) {
     let p = SoftProvider::default();
     let (a, b) = (End::new(&p), End::new(&p));
     connect(&a, &b);
-    let src = a.buffer(len, RW);
+    let mut src = a.buffer(len, RW);
     let remote = b.buffer(len, RW);
     let back = a.buffer(len, RW);
-    pattern::fill_buffer(src.buf(), 0, len, 7).unwrap();
+    pattern::fill_buffer(src.buf_mut(), 0, len, 7).unwrap();
 
     a.qp.post_send(&write_wr(1, src.sge(0, len as u32).unwrap(), &remote, 0))
         .unwrap();
@@ -73,9 +75,9 @@ fn unaligned_ranges_and_offsets() {
     let (a, b) = (End::new(&p), End::new(&p));
     connect(&a, &b);
     let len = (3 << 20) + 17;
-    let src = a.buffer(len + 100, RW);
+    let mut src = a.buffer(len + 100, RW);
     let remote = b.buffer(len + 100, RW);
-    pattern::fill_buffer(src.buf(), 5, len, 3).unwrap();
+    pattern::fill_buffer(src.buf_mut(), 5, len, 3).unwrap();
     a.qp.post_send(&write_wr(9, src.sge(5, len as u32).unwrap(), &remote, 33))
         .unwrap();
     assert_eq!(a.wait().status, WcStatus::Success);
@@ -97,10 +99,10 @@ fn many_requests_in_flight_complete_in_order() {
     let (a, b) = (End::new(&p), End::new(&p));
     connect(&a, &b);
     let seg = 3 << 20;
-    let src = a.buffer(seg * 4, RW);
+    let mut src = a.buffer(seg * 4, RW);
     let remote = b.buffer(seg * 4, RW);
     let back = a.buffer(seg * 4, RW);
-    pattern::fill_buffer(src.buf(), 0, seg * 4, 11).unwrap();
+    pattern::fill_buffer(src.buf_mut(), 0, seg * 4, 11).unwrap();
     for i in 0..4u64 {
         let off = i * seg as u64;
         a.qp.post_send(&write_wr(
@@ -151,10 +153,10 @@ fn sixteen_qps_transfer_concurrently() {
                 let a = End::on(dev_a, pd_a, REMOTE_RW);
                 let b = End::on(dev_b, pd_b, REMOTE_RW);
                 connect(&a, &b);
-                let src = a.buffer(len, RW);
+                let mut src = a.buffer(len, RW);
                 let remote = b.buffer(len, RW);
                 let back = a.buffer(len, RW);
-                pattern::fill_buffer(src.buf(), 0, len, 100 + i).unwrap();
+                pattern::fill_buffer(src.buf_mut(), 0, len, 100 + i).unwrap();
                 a.qp.post_send(&write_wr(i, src.sge(0, len as u32).unwrap(), &remote, 0))
                     .unwrap();
                 assert_eq!(a.wait().status, WcStatus::Success);
@@ -191,9 +193,9 @@ fn more_qps_than_one_listener_serves() {
     let a = End::new(&p);
     let b = ends.last().unwrap();
     connect(&a, b);
-    let src = a.buffer(4096, RW);
+    let mut src = a.buffer(4096, RW);
     let remote = b.buffer(4096, RW);
-    pattern::fill_buffer(src.buf(), 0, 4096, 77).unwrap();
+    pattern::fill_buffer(src.buf_mut(), 0, 4096, 77).unwrap();
     a.qp.post_send(&write_wr(1, src.sge(0, 4096).unwrap(), &remote, 0))
         .unwrap();
     assert_eq!(a.wait().status, WcStatus::Success);

@@ -1,6 +1,8 @@
 //! Transfers between this process and a soft peer in another process,
 //! over real sockets.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::*;
@@ -84,7 +86,7 @@ fn write_and_read_across_processes_byte_exact() {
     };
     assert_eq!(peer.ask(&format!("connect {}", token_of(&me))), "ok");
     rc::connect(&me.qp, &peer_qp, &RcParams::default()).unwrap();
-    let src = me.buffer(max, RW);
+    let mut src = me.buffer(max, RW);
     let back = me.buffer(max, RW);
     let remote = RemoteAddr {
         addr: peer.token.addr,
@@ -92,7 +94,7 @@ fn write_and_read_across_processes_byte_exact() {
     };
     for (i, &len) in sizes.iter().enumerate() {
         let seed = 1000 + i as u64;
-        pattern::fill_buffer(src.buf(), 0, len, seed).unwrap();
+        pattern::fill_buffer(src.buf_mut(), 0, len, seed).unwrap();
         me.qp
             .post_send(&SendWr {
                 wr_id: 1,
@@ -143,8 +145,8 @@ fn peer_process_left_in_init_fails_the_requester_with_retry_exceeded() {
         &RcParams::default(),
     )
     .unwrap();
-    let src = me.buffer(4096, RW);
-    pattern::fill_buffer(src.buf(), 0, 4096, 5).unwrap();
+    let mut src = me.buffer(4096, RW);
+    pattern::fill_buffer(src.buf_mut(), 0, 4096, 5).unwrap();
     let remote = RemoteAddr {
         addr: peer.token.addr,
         rkey: peer.token.rkey,

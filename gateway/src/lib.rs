@@ -5,6 +5,8 @@
 //! everything else is proxied to the upstream S3 store. Every request is
 //! authenticated with SigV4 on the way in and signed again on the way out.
 
+#![deny(unsafe_code)]
+
 pub mod auth;
 pub mod body;
 pub mod checksum;

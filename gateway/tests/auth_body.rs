@@ -3,6 +3,8 @@
 //! trailing checksums (the last chunk held back until they check out), and
 //! the plain body's SHA-256.
 
+#![forbid(unsafe_code)]
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;

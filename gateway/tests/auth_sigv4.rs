@@ -2,6 +2,8 @@
 //! verify round trips, every tamper, presigned URLs, and a property test
 //! that no Authorization header makes `verify` panic.
 
+#![forbid(unsafe_code)]
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hipobj_gateway::auth::{self, AuthError, AuthSettings, BodyMode, Credentials, Verified};

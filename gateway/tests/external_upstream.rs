@@ -10,6 +10,8 @@
 //! Without a store to use the test says it was skipped and passes, unless
 //! `REQUIRE_S3S_FS=1`.
 
+#![forbid(unsafe_code)]
+
 mod external_common;
 
 use std::path::Path;

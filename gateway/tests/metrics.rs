@@ -5,6 +5,8 @@
 //! The recorder is global to the process: only `metrics_count_requests`
 //! makes requests that are counted.
 
+#![forbid(unsafe_code)]
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;

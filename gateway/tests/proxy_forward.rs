@@ -1,6 +1,8 @@
 //! `proxy::forward` through the embedded store: the client's own headers
 //! stay behind, the store's answer comes back as it is.
 
+#![forbid(unsafe_code)]
+
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;

@@ -1,5 +1,7 @@
 //! Which client headers reach the store.
 
+#![forbid(unsafe_code)]
+
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use hipobj_gateway::proxy::forwardable_headers;

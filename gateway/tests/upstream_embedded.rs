@@ -1,5 +1,7 @@
 //! The S3 flow through the embedded store (hipobj-store).
 
+#![forbid(unsafe_code)]
+
 mod upstream_common;
 
 use bytes::Bytes;

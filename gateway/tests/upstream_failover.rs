@@ -3,6 +3,8 @@
 //! directory (so every object is visible through both), reached by
 //! `MultiUpstream` and `RemoteUpstream`.
 
+#![forbid(unsafe_code)]
+
 #[allow(dead_code)]
 mod upstream_common;
 

@@ -1,6 +1,8 @@
 //! The S3 flow through a remote upstream: s3s-fs served over loopback TCP
 //! by hyper in this process, reached by `RemoteUpstream`.
 
+#![forbid(unsafe_code)]
+
 mod upstream_common;
 
 use std::net::SocketAddr;

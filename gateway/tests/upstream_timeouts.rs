@@ -9,6 +9,8 @@
 //! `x-stub-delay-ms` header says, then answers 200. Only outcomes are
 //! asserted; the delays are far from the limits on either side.
 
+#![forbid(unsafe_code)]
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -4,6 +4,8 @@
 //! `hipobj-gateway` binary with `--upstream-ca-file`; a CA that did not sign
 //! it fails with a clear error.
 
+#![forbid(unsafe_code)]
+
 #[allow(dead_code)]
 mod upstream_common;
 

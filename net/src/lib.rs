@@ -6,6 +6,8 @@
 //! - [`sigv4`]: SigV4 signing of an outbound request with aws-sigv4 in
 //!   S3's mode.
 
+#![forbid(unsafe_code)]
+
 pub mod quickack;
 pub mod sigv4;
 

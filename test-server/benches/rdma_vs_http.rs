@@ -5,6 +5,8 @@
 //! `cargo bench -p hipobj-test-server --bench rdma_vs_http`
 //! (`BENCH_BYTES`, `BENCH_BIG_BYTES`, `BENCH_RUNS` change the sizes and runs).
 
+#![forbid(unsafe_code)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

@@ -2,6 +2,8 @@
 //! engine with the embedded store in a temporary directory (removed on
 //! exit), test credentials, and `GET /health`.
 
+#![forbid(unsafe_code)]
+
 use anyhow::Context as _;
 use clap::Parser;
 use hipobj_gateway::cli::{self, CommonArgs};

@@ -13,6 +13,8 @@
 //!
 //! The binary is left in `<target>/c-tests/rdma_client`.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::{pattern, xml_field, Server, S3};

@@ -3,6 +3,8 @@
 //! transport DC. The client library only does RC, so the client side here
 //! is the fabric crate: a soft device, a DC target and a registered buffer.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::*;
@@ -90,8 +92,8 @@ impl DcClient {
         .encode()
     }
 
-    fn set(&self, data: &[u8]) {
-        self.buf.buf().write_at(0, data).unwrap();
+    fn set(&mut self, data: &[u8]) {
+        self.buf.buf_mut().write_at(0, data).unwrap();
     }
 
     fn bytes(&self) -> Vec<u8> {
@@ -134,7 +136,7 @@ fn cuobject_descriptor_get_and_put_byte_exact() {
     let len = (9 << 20) + 3; // two staging chunks
     let data = pattern(30, len);
     s3.put_plain("/bkt/o", data.clone());
-    let c = DcClient::new(len, DEFAULT_DC_KEY);
+    let mut c = DcClient::new(len, DEFAULT_DC_KEY);
     let token = c.descriptor(0, len as u32, Some(c.gid));
     assert_eq!(token.len(), 81);
 
@@ -159,8 +161,8 @@ fn the_legacy_suffix_overrides_the_descriptor_address_and_size() {
     let (off, n) = (4096u64, 100_000usize);
     let data = pattern(32, n);
     s3.put_plain("/bkt/o", data.clone());
-    let c = DcClient::new(len, DEFAULT_DC_KEY);
-    c.buf.buf().fill(0xee);
+    let mut c = DcClient::new(len, DEFAULT_DC_KEY);
+    c.buf.buf_mut().fill(0xee);
     // The descriptor alone names 16 bytes at the start: too small for the
     // object. The suffix names the range the server must use.
     let suffix = LegacySuffix {
@@ -192,7 +194,7 @@ fn the_legacy_suffix_overrides_the_descriptor_address_and_size() {
     assert_object(&s3, "/bkt/p", &other[off as usize..off as usize + n]);
 
     // The hipObject DC token takes the suffix the same way.
-    c.buf.buf().fill(0xee);
+    c.buf.buf_mut().fill(0xee);
     let token = format!("{}{suffix}", c.dc_token(0, 16));
     let a = rdma_get(&s3, "/bkt/o", &token);
     assert_get_ok(&a, n, "hipObject DC token with a suffix");
@@ -209,7 +211,7 @@ fn hipobject_token_with_transport_dc_get_and_put_byte_exact() {
     let len = (8 << 20) + 4097;
     let data = pattern(34, len);
     s3.put_plain("/bkt/o", data.clone());
-    let c = DcClient::new(len, DEFAULT_DC_KEY);
+    let mut c = DcClient::new(len, DEFAULT_DC_KEY);
     let token = c.dc_token(0, len as u64);
     assert_eq!(token.len(), 88);
     assert_eq!(&token[..2], "00", "transport byte DC");
@@ -233,8 +235,8 @@ fn a_descriptor_without_a_gid_is_declined_with_501() {
     let len = 4096;
     let data = pattern(36, len);
     s3.put_plain("/bkt/o", data.clone());
-    let c = DcClient::new(len, DEFAULT_DC_KEY);
-    c.buf.buf().fill(0x11);
+    let mut c = DcClient::new(len, DEFAULT_DC_KEY);
+    c.buf.buf_mut().fill(0x11);
     let token = c.descriptor(0, len as u32, None);
     assert_eq!(&token[47..49], "0:", "GID-present flag 0");
 
@@ -257,8 +259,8 @@ fn a_dc_target_with_another_key_fails_the_transfer_with_500() {
     let len = 64 << 10;
     let data = pattern(37, len);
     s3.put_plain("/bkt/o", data.clone());
-    let c = DcClient::new(len, 0x1234_5678);
-    c.buf.buf().fill(0x22);
+    let mut c = DcClient::new(len, 0x1234_5678);
+    c.buf.buf_mut().fill(0x22);
     for (what, token) in [
         ("cuObject", c.descriptor(0, len as u32, Some(c.gid))),
         ("hipObject DC", c.dc_token(0, len as u64)),

@@ -2,6 +2,8 @@
 //! software RDMA provider: GET, PUT and UploadPart by RDMA, byte-exact,
 //! through real SigV4-signed S3 requests.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::*;

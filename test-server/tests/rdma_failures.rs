@@ -5,6 +5,8 @@
 //! mid-transfer, several client processes at once, and tokens on
 //! operations RDMA does not serve.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::*;

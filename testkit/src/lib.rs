@@ -25,6 +25,8 @@
 //! `env!("CARGO_BIN_EXE_<name>")`, other packages' tests find the
 //! workspace's with [`workspace_bin`].
 
+#![forbid(unsafe_code)]
+
 pub mod plain;
 pub mod process;
 pub mod rdma;

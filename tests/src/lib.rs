@@ -8,6 +8,8 @@
 //! Where `docker info` fails, every test prints that it was skipped and
 //! passes; with `REQUIRE_DOCKER=1` the skip is a failure.
 
+#![forbid(unsafe_code)]
+
 use std::io::Write as _;
 use std::ops::Deref;
 use std::path::PathBuf;

@@ -7,6 +7,8 @@
 //! Skipped (and passing) where no Docker engine answers; `REQUIRE_DOCKER=1`
 //! makes that a failure.
 
+#![forbid(unsafe_code)]
+
 use hipobj_e2e_containers::*;
 use http::Method;
 

@@ -1,5 +1,7 @@
 //! Property tests: round trips, and no panic on any input.
 
+#![forbid(unsafe_code)]
+
 use hipobj_wire::{
     detect, DcDescriptor, Detected, Gid, LegacySuffix, Reply, Token, TokenValue, Transport,
     DCT_NUM_MAX,

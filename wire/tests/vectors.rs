@@ -1,5 +1,7 @@
 //! Every vector and every rejected form in wire-formats.md.
 
+#![forbid(unsafe_code)]
+
 use std::net::Ipv4Addr;
 
 use hipobj_wire::{

@@ -15,6 +15,8 @@
 //! - `FORGET`: forget every connected pair (as a restart would); `ok`.
 //! - `DECLINE 0|1`: answer every request with 501 or not; `ok`.
 
+#![forbid(unsafe_code)]
+
 use hipobj::testing::ServerPeer;
 use hipobj_fabric::pattern;
 use hipobj_fabric::seam::Provider;

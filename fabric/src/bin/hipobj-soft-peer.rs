@@ -17,6 +17,8 @@
 //! Usage: `hipobj-soft-peer SIZE [ACCESS]`, ACCESS being any of `r`, `w`
 //! (remote read, remote write; default `rw`).
 
+#![forbid(unsafe_code)]
+
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::seam::Provider;
 use hipobj_fabric::soft::SoftProvider;
@@ -57,7 +59,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let cq = dev.create_cq(16)?;
     let qp = pd.create_qp(QpType::Rc, &cq, &cq, QpCap::default())?;
     rc::to_init(&qp, 1, AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE)?;
-    let buf = pd.alloc_buffer(size, access)?;
+    let mut buf = pd.alloc_buffer(size, access)?;
     let token = Token {
         transport: Transport::Rc,
         qp_num: qp.qp_num(),
@@ -86,7 +88,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 "ok".to_string()
             }
             (Some("fill"), Some(seed), None) => {
-                pattern::fill_buffer(buf.buf(), 0, size, seed.parse()?)?;
+                pattern::fill_buffer(buf.buf_mut(), 0, size, seed.parse()?)?;
                 "ok".to_string()
             }
             (Some("check"), Some(seed), Some(len)) => {

@@ -149,10 +149,10 @@ pub fn write_then_read_is_byte_exact(p: &dyn Provider, device: &str, len: usize)
     let a = End::new(p, device, REMOTE_RW);
     let b = End::new(p, device, REMOTE_RW);
     connect(&a, &b);
-    let src = a.pd.alloc_buffer(len, RW).expect("alloc src");
+    let mut src = a.pd.alloc_buffer(len, RW).expect("alloc src");
     let dst = b.pd.alloc_buffer(len + 8, RW).expect("alloc dst");
     let back = a.pd.alloc_buffer(len, RW).expect("alloc back");
-    pattern::fill_buffer(src.buf(), 0, len, 0x5eed).unwrap();
+    pattern::fill_buffer(src.buf_mut(), 0, len, 0x5eed).unwrap();
     let n = u32::try_from(len).expect("len fits u32");
 
     post(
@@ -205,8 +205,8 @@ pub fn write_without_remote_write_is_a_remote_access_error(p: &dyn Provider, dev
     let a = End::new(p, device, REMOTE_RW);
     let b = End::new(p, device, REMOTE_RW);
     connect(&a, &b);
-    let src = a.pd.alloc_buffer(4096, RW).expect("alloc src");
-    src.buf().fill(0xab);
+    let mut src = a.pd.alloc_buffer(4096, RW).expect("alloc src");
+    src.buf_mut().fill(0xab);
     let read_only =
         b.pd.alloc_buffer(4096, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ)
             .expect("alloc read-only");
@@ -239,9 +239,9 @@ pub fn unanswered_requests_exceed_the_retry_count(p: &dyn Provider, device: &str
         ..a.params()
     };
     rc::connect(&a.qp, &b.peer(), &params).expect("connect a");
-    let src = a.pd.alloc_buffer(4096, RW).expect("alloc src");
+    let mut src = a.pd.alloc_buffer(4096, RW).expect("alloc src");
     let dst = b.pd.alloc_buffer(4096, RW).expect("alloc dst");
-    src.buf().fill(0xcd);
+    src.buf_mut().fill(0xcd);
     post(
         &a.qp,
         9,

@@ -2,6 +2,8 @@
 //! (or, without `--upstream`, an embedded store so a new user can try it at
 //! once).
 
+#![forbid(unsafe_code)]
+
 use anyhow::Context as _;
 use clap::Parser;
 use hipobj_gateway::cli::{self, CommonArgs, UpstreamArgs};

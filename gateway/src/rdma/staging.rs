@@ -209,8 +209,12 @@ impl Staging {
     }
 
     /// Copies `data` in at `at`.
-    pub fn write_at(&self, at: usize, data: &[u8]) -> hipobj_fabric::Result<()> {
-        self.buf().buf().write_at(at, data)
+    pub fn write_at(&mut self, at: usize, data: &[u8]) -> hipobj_fabric::Result<()> {
+        self.buf
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("a staging permit without a buffer"))
+            .buf_mut()
+            .write_at(at, data)
     }
 
     /// Withdraws the buffer from the pool for good: a work request that was
@@ -258,6 +262,7 @@ struct Filled {
     len: usize,
 }
 
+#[allow(unsafe_code)] // the slice over the staging memory
 impl AsRef<[u8]> for Filled {
     fn as_ref(&self) -> &[u8] {
         let b = self.staging.buf().buf();

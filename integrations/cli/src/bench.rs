@@ -8,12 +8,12 @@
 //! wrote, `--concurrency` workers at once, each with a registered buffer of
 //! its own, for `--count` operations or for `--duration`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hipobj::Hipobj;
+use hipobj::{Hipobj, Registered};
 use hipobj_s3::{ClientConfig, S3Client};
 use serde::Serialize;
 use tokio::runtime::Handle;
@@ -127,8 +127,8 @@ enum Op {
 fn phase(
     rt: &Handle,
     s3: &S3Client,
-    lib: &Hipobj,
-    mems: &mut [Vec<u8>],
+    regs: &[Registered<'static, 'static>],
+    written: &[AtomicBool],
     plan: &Plan,
     size: u64,
     op: Op,
@@ -144,8 +144,9 @@ fn phase(
         Amount::Count(_) => None,
     };
     std::thread::scope(|s| {
-        for (w, mem) in mems.iter_mut().enumerate() {
+        for (w, reg) in regs.iter().enumerate() {
             let (tickets, lat, errors, first_error) = (&tickets, &lat, &errors, &first_error);
+            let wrote = &written[w];
             s.spawn(move || {
                 let fail = |e: String| {
                     errors.fetch_add(1, Ordering::SeqCst);
@@ -154,11 +155,7 @@ fn phase(
                         .unwrap_or_else(|p| p.into_inner())
                         .get_or_insert(e);
                 };
-                let reg = match lib.register_host(&mut mem[..size as usize]) {
-                    Ok(r) => r,
-                    Err(e) => return fail(format!("registering a buffer: {e}")),
-                };
-                let key = format!("{}/{size}/{path}-{w}", plan.prefix);
+                let key = bench_key(plan, size, path, w);
                 let mut mine = Vec::new();
                 loop {
                     match (plan.amount, deadline) {
@@ -172,14 +169,19 @@ fn phase(
                     let r = rt.block_on(async {
                         match op {
                             Op::Put => {
-                                s3.put_object(&plan.bucket, &key, &reg, 0, size as usize)
+                                s3.put_object(&plan.bucket, &key, reg, 0, size as usize)
                                     .await
                             }
-                            Op::Get => s3.get_object(&plan.bucket, &key, &reg, 0, None).await,
+                            Op::Get => s3.get_object(&plan.bucket, &key, reg, 0, None).await,
                         }
                     });
                     match r {
-                        Ok(o) if o.bytes == size => mine.push(t.elapsed()),
+                        Ok(o) if o.bytes == size => {
+                            if op == Op::Put {
+                                wrote.store(true, Ordering::SeqCst);
+                            }
+                            mine.push(t.elapsed())
+                        }
                         Ok(o) => fail(format!("moved {} bytes, not {size}", o.bytes)),
                         Err(e) => fail(e.to_string()),
                     }
@@ -243,31 +245,50 @@ pub fn run_plan(
     }
     let mut rows = Vec::new();
     for &size in &plan.sizes {
-        let mut mems: Vec<Vec<u8>> = (0..plan.concurrency)
+        let regs = (0..plan.concurrency)
             .map(|w| {
-                let mut v = vec![0u8; size as usize];
-                for (i, b) in v.iter_mut().enumerate() {
-                    *b = (i as u8).wrapping_mul(31).wrapping_add(w as u8);
-                }
-                v
+                let v: Vec<u8> = (0..size as usize)
+                    .map(|i| (i as u8).wrapping_mul(31).wrapping_add(w as u8))
+                    .collect();
+                lib.register_owned(v)
             })
-            .collect();
+            .collect::<Result<Vec<_>, _>>()
+            .context("registering the buffers")?;
         for (path, s3) in [("rdma", &rdma), ("http", &http)] {
-            for op in [Op::Put, Op::Get] {
-                rows.push(phase(rt, s3, lib, &mut mems, plan, size, op, path));
+            let written: Vec<AtomicBool> = (0..plan.concurrency)
+                .map(|_| AtomicBool::new(false))
+                .collect();
+            rows.push(phase(rt, s3, &regs, &written, plan, size, Op::Put, path));
+            // A worker may have had no PUT of its own (the count ran out
+            // before it started, or the time before its first PUT ended):
+            // its key is written now, unmeasured, so that every GET reads a
+            // key that exists.
+            for (w, reg) in regs.iter().enumerate() {
+                if written[w].load(Ordering::SeqCst) {
+                    continue;
+                }
+                let key = bench_key(plan, size, path, w);
+                rt.block_on(http.put_object(&plan.bucket, &key, reg, 0, size as usize))
+                    .with_context(|| format!("writing {key} before the GET phase"))?;
             }
+            rows.push(phase(rt, s3, &regs, &written, plan, size, Op::Get, path));
         }
     }
     // Best effort: the keys written.
     for &size in &plan.sizes {
         for path in ["rdma", "http"] {
             for w in 0..plan.concurrency {
-                let key = format!("{}/{size}/{path}-{w}", plan.prefix);
+                let key = bench_key(plan, size, path, w);
                 let _ = rt.block_on(http.delete_object(&plan.bucket, &key));
             }
         }
     }
     Ok(rows)
+}
+
+/// The key worker `w` writes and reads.
+fn bench_key(plan: &Plan, size: u64, path: &str, w: usize) -> String {
+    format!("{}/{size}/{path}-{w}", plan.prefix)
 }
 
 fn fmt_ms(v: Option<f64>) -> String {

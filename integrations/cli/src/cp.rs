@@ -217,7 +217,7 @@ fn run_parts<F>(
     part: F,
 ) -> anyhow::Result<Vec<Outcome>>
 where
-    F: Fn(&Registered<'_, '_>, &mut [u8], u64, usize) -> anyhow::Result<Outcome> + Sync,
+    F: Fn(&Registered<'_, 'static>, &mut [u8], u64, usize) -> anyhow::Result<Outcome> + Sync,
 {
     let ps = ctx.part_size as u64;
     let parts = size.div_ceil(ps);
@@ -237,8 +237,7 @@ where
         for _ in 0..workers {
             s.spawn(|| {
                 let r = (|| -> anyhow::Result<()> {
-                    let mut mem = vec![0u8; ctx.part_size];
-                    let reg = lib.register_host(&mut mem)?;
+                    let reg = lib.register_owned(vec![0u8; ctx.part_size])?;
                     let mut chunk = vec![0u8; CHUNK.min(ctx.part_size)];
                     while !stop.load(Ordering::SeqCst) {
                         let i = next.fetch_add(1, Ordering::SeqCst);
@@ -318,8 +317,7 @@ fn upload(ctx: &Ctx<'_>, file: &FsPath, uri: &S3Uri) -> anyhow::Result<Summary> 
     }
     let pb = common::progress(size);
     if parts == 1 {
-        let mut mem = vec![0u8; size as usize];
-        let reg = lib.register_host(&mut mem)?;
+        let reg = lib.register_owned(vec![0u8; size as usize])?;
         let mut chunk = vec![0u8; CHUNK.min(size as usize)];
         file_to_buffer(&f, 0, &reg, size as usize, &mut chunk)?;
         let o = ctx
@@ -406,8 +404,7 @@ fn download(ctx: &Ctx<'_>, uri: &S3Uri, dst: &FsPath) -> anyhow::Result<Summary>
             fallback_reason: None,
         },
         Some(lib) if size <= ctx.part_size as u64 => {
-            let mut mem = vec![0u8; size as usize];
-            let reg = lib.register_host(&mut mem)?;
+            let reg = lib.register_owned(vec![0u8; size as usize])?;
             let o = ctx.rt.block_on(s3.get_object(b, k, &reg, 0, None))?;
             if o.bytes != size {
                 bail!(

@@ -131,11 +131,11 @@ pub fn run(args: DemoArgs, rt: &Handle) -> Result<(), CliError> {
         .context("creating the bucket")?;
 
     let len = size as usize;
-    let mut src_mem: Vec<u8> = (0..len)
+    let src_mem: Vec<u8> = (0..len)
         .map(|i| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes()[7])
         .collect();
     let expected = src_mem.clone();
-    let src = lib.register_host(&mut src_mem).context("registering")?;
+    let src = lib.register_owned(src_mem).context("registering")?;
     let t = Instant::now();
     let put = rt
         .block_on(s3.put_object(bucket, key, &src, 0, len))
@@ -148,8 +148,7 @@ pub fn run(args: DemoArgs, rt: &Handle) -> Result<(), CliError> {
         mib_per_s(size, put_s)
     ))?;
 
-    let mut dst_mem = vec![0u8; len];
-    let dst = lib.register_host(&mut dst_mem).context("registering")?;
+    let dst = lib.register_owned(vec![0u8; len]).context("registering")?;
     let t = Instant::now();
     let got = rt
         .block_on(s3.get_object(bucket, key, &dst, 0, None))
@@ -181,7 +180,7 @@ pub fn run(args: DemoArgs, rt: &Handle) -> Result<(), CliError> {
             ""
         }
     ))?;
-    drop((back, expected, src_mem, dst_mem));
+    drop((back, expected));
 
     let mut sizes = vec![1 << 20];
     if size != 1 << 20 {

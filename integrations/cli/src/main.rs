@@ -4,6 +4,8 @@
 //! uses for usage errors), 3 when `--require-rdma` is set and a transfer
 //! would have fallen back to plain HTTP, 1 when a command fails otherwise.
 
+#![forbid(unsafe_code)]
+
 mod aws;
 mod bench;
 mod common;

@@ -1,5 +1,7 @@
 //! Runs the real `hipobj` binary against the wire-formats.md vectors.
 
+#![forbid(unsafe_code)]
+
 use std::process::{Command, Output};
 
 use serde_json::{json, Value};

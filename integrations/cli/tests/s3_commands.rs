@@ -4,6 +4,8 @@
 //! without RDMA (s3s-fs), `bench --json`, and `hipobj demo` exactly as the
 //! README shows it.
 
+#![forbid(unsafe_code)]
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -445,4 +447,79 @@ fn demo_as_the_readme_shows_it() {
     assert!(!stdout.contains("errors:"), "{stdout}");
     // The temporary store is gone.
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+/// A server at its pair limit (`--max-pairs-per-key 1`, the one pair held
+/// by another client): `cp` both ways falls back to HTTP and says so; with
+/// `--require-rdma` it fails with status 3 and a message naming the
+/// capacity refusal.
+#[test]
+fn cp_falls_back_when_the_server_is_at_capacity() {
+    let server = test_server(&["--max-pairs-per-key", "1"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let h = |args: &[&str]| hipobj_at(&server.url, home, args);
+    ok(h(&["mb", "s3://cap"]));
+    // Another client takes the key's one pair and keeps it.
+    let lib = hipobj_testkit::client();
+    let s3 = hipobj_testkit::S3::new(&server.url);
+    hipobj_testkit::handshake(&s3, &lib, "/cap/held");
+
+    let src = home.join("f.bin");
+    write_pattern(&src, 3 << 20, 5);
+    let s = src.to_str().unwrap();
+    let up = ok(h(&["cp", s, "s3://cap/f"]));
+    assert!(up.trim_end().ends_with("path: http"), "{up}");
+    let dst = home.join("back.bin");
+    let d = dst.to_str().unwrap();
+    let down = ok(h(&["cp", "s3://cap/f", d]));
+    assert!(down.trim_end().ends_with("path: http"), "{down}");
+    assert_cmp(&src, &dst);
+
+    for args in [
+        ["cp", s, "s3://cap/g", "--require-rdma"],
+        ["cp", "s3://cap/f", d, "--require-rdma"],
+    ] {
+        let out = h(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(
+            err.contains("RDMA required")
+                && err.contains("refused the RDMA handshake for capacity"),
+            "{err}"
+        );
+    }
+    assert_cmp(&src, &dst);
+    // The refused upload stored nothing.
+    assert_eq!(s3.get_plain("/cap/g").status, 404);
+    drop(lib);
+}
+
+/// Every worker's key is written before the GET phase, however the
+/// operations fall to the workers: `--count` equal to `--concurrency` (and
+/// one more) reads no key that was never written.
+#[test]
+fn bench_with_count_close_to_concurrency_has_no_errors() {
+    let server = test_server(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let h = |args: &[&str]| hipobj_at(&server.url, tmp.path(), args);
+    for count in ["6", "7"] {
+        let out = ok(h(&[
+            "bench",
+            "--sizes",
+            "4KiB",
+            "--concurrency",
+            "6",
+            "--count",
+            count,
+            "--json",
+        ]));
+        let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+        let rows = doc["results"].as_array().unwrap();
+        assert_eq!(rows.len(), 4, "{out}");
+        for r in rows {
+            assert_eq!(r["errors"], 0, "{r}");
+            assert_eq!(r["ops"], count.parse::<u64>().unwrap(), "{r}");
+        }
+    }
 }

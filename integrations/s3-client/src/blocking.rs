@@ -13,8 +13,7 @@
 //!         .with_rdma(lib.clone()),
 //! )?;
 //! s3.create_bucket("bucket")?;
-//! let mut memory = vec![1u8; 4 << 20];
-//! let buf = lib.register_host(&mut memory)?;
+//! let buf = lib.register_owned(vec![1u8; 4 << 20])?;
 //! let put = s3.put_object("bucket", "key", &buf, 0, 4 << 20)?;
 //! let got = s3.get_object("bucket", "key", &buf, 0, None)?;
 //! println!("{} bytes by {}", got.bytes, got.path);
@@ -91,7 +90,7 @@ impl S3Client {
         &self,
         bucket: &str,
         key: &str,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         buf_offset: usize,
         range: Option<(u64, u64)>,
     ) -> Result<Outcome> {
@@ -104,7 +103,7 @@ impl S3Client {
         &self,
         bucket: &str,
         key: &str,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         buf_offset: usize,
         sel: Selection,
     ) -> Result<Outcome> {
@@ -119,7 +118,7 @@ impl S3Client {
         &self,
         bucket: &str,
         key: &str,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         offset: usize,
         len: usize,
     ) -> Result<Outcome> {
@@ -141,7 +140,7 @@ impl S3Client {
         key: &str,
         upload_id: &str,
         part_number: u32,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         offset: usize,
         len: usize,
     ) -> Result<Outcome> {

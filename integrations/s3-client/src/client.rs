@@ -52,8 +52,7 @@ const MAX_PARTS: usize = 10_000;
 /// cfg.require_rdma = true; // prove RDMA was used
 /// let s3 = S3Client::new(cfg)?;
 ///
-/// let mut memory = vec![0u8; 1 << 20];
-/// let buf = lib.register_host(&mut memory)?;
+/// let buf = lib.register_owned(vec![0u8; 1 << 20])?;
 /// // Bytes 100..=199 of the object into the buffer at offset 4096.
 /// let got = s3.get_object("bucket", "key", &buf, 4096, Some((100, 199))).await?;
 /// assert_eq!(got.bytes, 100);
@@ -486,7 +485,7 @@ impl S3Client {
         })?;
         if entry.kind != hipobj::buffer::Registration::Host {
             return Err(Error::InvalidArgument(
-                "the buffer is not host memory: register it with Hipobj::register_host".into(),
+                "the buffer is not host memory: register it with Hipobj::register_owned".into(),
             ));
         }
         Ok(())
@@ -508,7 +507,7 @@ impl S3Client {
     async fn rdma_transfer(
         &self,
         ctx: &Arc<RdmaContext>,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         dir: Dir,
         buf_off: usize,
         len: usize,
@@ -517,6 +516,11 @@ impl S3Client {
     ) -> Result<std::result::Result<(Answer, u32, Option<String>), String>> {
         let cfg = &self.inner.cfg;
         let req = Arc::new(req);
+        // A handle of this future's own: were the future forgotten while
+        // the server still reads or writes the buffer, the registration and
+        // its memory would stay alive (leaked) rather than be freed under
+        // the transfer; a blocking thread gets a handle of its own too.
+        let reg = &reg.handle();
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -537,7 +541,7 @@ impl S3Client {
                 }
                 (a, actual)
             } else {
-                rdma::run_blocking(ctx, reg, move |reg| {
+                rdma::run_blocking(ctx, reg.handle(), move |reg| {
                     let mut ops = Ops::new(c, r);
                     let res = match dir {
                         Dir::Get => reg.get(buf_off as u64, len, &mut ops),
@@ -560,6 +564,24 @@ impl S3Client {
                     return Ok(Err(reason));
                 }
                 Attempt::Declined(reason) => return Ok(Err(reason)),
+                // No pair free: they are held by other clients' connections
+                // and do not free up within a backoff. This request goes
+                // over HTTP; the next one tries RDMA again.
+                Attempt::Busy {
+                    handshake: true,
+                    reason,
+                } => return Ok(Err(reason)),
+                // No staging buffer free: they free up as transfers end.
+                Attempt::Busy { reason, .. } if attempt < cfg.attempts => {
+                    tracing::debug!(
+                        attempt,
+                        "RDMA transfer refused for capacity, retrying: {reason}"
+                    );
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Attempt::Busy { reason, .. } => {
+                    return Ok(Err(format!("{reason} ({attempt} attempts)")))
+                }
                 Attempt::Failed(e) if e.is_retryable() && attempt < cfg.attempts => {
                     tracing::debug!(attempt, "RDMA attempt failed, retrying: {e}");
                     tokio::time::sleep(backoff(attempt)).await;
@@ -584,7 +606,7 @@ impl S3Client {
         &self,
         bucket: &str,
         key: &str,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         buf_offset: usize,
         range: Option<(u64, u64)>,
     ) -> Result<Outcome> {
@@ -601,7 +623,7 @@ impl S3Client {
         &self,
         bucket: &str,
         key: &str,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         buf_offset: usize,
         part_number: u32,
     ) -> Result<Outcome> {
@@ -617,7 +639,7 @@ impl S3Client {
         &self,
         bucket: &str,
         key: &str,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         buf_offset: usize,
         sel: Selection,
     ) -> Result<Outcome> {
@@ -841,7 +863,7 @@ impl S3Client {
         &self,
         bucket: &str,
         key: &str,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         offset: usize,
         len: usize,
     ) -> Result<Outcome> {
@@ -866,7 +888,7 @@ impl S3Client {
         &self,
         bucket: &str,
         key: &str,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         offset: usize,
         len: usize,
     ) -> Result<Outcome> {
@@ -959,7 +981,7 @@ impl S3Client {
         key: &str,
         upload_id: &str,
         part_number: u32,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         offset: usize,
         len: usize,
     ) -> Result<Outcome> {
@@ -985,7 +1007,7 @@ impl S3Client {
     async fn put_one(
         &self,
         path_query: &str,
-        reg: &Registered<'_, '_>,
+        reg: &Registered<'_, 'static>,
         offset: usize,
         len: usize,
     ) -> Result<Outcome> {
@@ -995,7 +1017,7 @@ impl S3Client {
             // A small buffer's checksum costs less than a thread hop.
             Plan::Rdma(_) if len <= rdma::STEPWISE_MAX => crc_of(reg, offset, len)?,
             Plan::Rdma(ctx) => {
-                rdma::run_blocking(ctx, reg, move |r| crc_of(r, offset, len)).await??
+                rdma::run_blocking(ctx, reg.handle(), move |r| crc_of(r, offset, len)).await??
             }
             Plan::Http(_) => self.crc_inline(reg, offset, len).await?,
         };
@@ -1438,7 +1460,7 @@ mod tests {
 
     /// The futures can be moved across threads (spawned, joined).
     #[allow(dead_code)]
-    fn futures_are_send(s: &S3Client, reg: &Registered<'_, '_>) {
+    fn futures_are_send(s: &S3Client, reg: &Registered<'_, 'static>) {
         fn send<T: Send>(_: T) {}
         send(s.get_object("b", "k", reg, 0, None));
         send(s.put_object("b", "k", reg, 0, 1));

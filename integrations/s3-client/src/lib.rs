@@ -10,7 +10,10 @@
 //! (sent here as a HEAD of the same key), the reconnect-and-retry on 421,
 //! and reads the `x-amz-rdma-reply`.
 //!
-//! **Fallback.** When the server declines (501), answers without
+//! **Fallback.** When the server declines (501), is at its RDMA capacity
+//! (503 with `x-amz-rdma-reply: 503`: a handshake refused for want of a QP
+//! pair at once, a transfer refused for want of a staging buffer after its
+//! attempts; not remembered), answers without
 //! `x-amz-rdma-reply` (a server without RDMA, learnt from the handshake
 //! before any data moves and remembered per endpoint for
 //! [`ClientConfig::no_rdma_ttl`]), or no library is configured, the same
@@ -31,9 +34,13 @@
 //! client's own (the library's callbacks are synchronous), so parts move in
 //! parallel whatever the caller's runtime.
 //!
-//! The buffers must be host memory (registered with
-//! [`Hipobj::register_host`](hipobj::Hipobj::register_host)): checksums and
-//! the fallback read and write them with
+//! The buffers must be host memory that outlives every transfer using it:
+//! registered with [`Hipobj::register_owned`](hipobj::Hipobj::register_owned)
+//! (or `'static` memory), taken as `&Registered<'_, 'static>`. Each transfer
+//! holds handles of its own ([`Registered::handle`](hipobj::Registered::handle)),
+//! so a future dropped or leaked (`mem::forget`) mid-transfer never leaves
+//! the server or a blocking thread using freed memory. Checksums and the
+//! fallback read and write the buffers with
 //! [`Registered::read`](hipobj::Registered::read) and
 //! [`write`](hipobj::Registered::write).
 //!
@@ -49,8 +56,7 @@
 //! let s3 = S3Client::new(cfg)?;
 //! s3.create_bucket("bucket").await?;
 //!
-//! let mut memory = vec![7u8; 8 << 20];
-//! let buf = lib.register_host(&mut memory)?;
+//! let buf = lib.register_owned(vec![7u8; 8 << 20])?;
 //! let put = s3.put_object("bucket", "key", &buf, 0, 8 << 20).await?;
 //! let got = s3.get_object("bucket", "key", &buf, 0, None).await?;
 //! assert_eq!(got.bytes, 8 << 20);
@@ -58,6 +64,8 @@
 //! # let _ = Path::Rdma;
 //! # Ok(()) }
 //! ```
+
+#![forbid(unsafe_code)]
 
 pub mod blocking;
 mod checksum;

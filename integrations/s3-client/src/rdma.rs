@@ -333,6 +333,16 @@ pub(crate) enum Attempt {
     NoRdma(String),
     /// The server declined this request (501): fall back.
     Declined(String),
+    /// The server is at its RDMA capacity for now (503 with
+    /// `x-amz-rdma-reply: 503`): no QP pair free at the handshake, or no
+    /// staging buffer free for the transfer. Not remembered (capacity frees
+    /// up): this request falls back, or retries a transfer's refusal.
+    Busy {
+        /// Whether the handshake was refused (else the transfer).
+        handshake: bool,
+        /// Why, for the fallback or the `require_rdma` error.
+        reason: String,
+    },
     /// A failure; retried when [`Error::is_retryable`].
     Failed(Error),
 }
@@ -392,6 +402,24 @@ pub(crate) fn classify(res: hipobj::Result<()>, ops: Ops) -> Attempt {
         Ok(r) if r.is_declined() => Attempt::Declined(format!(
             "the server declined RDMA (x-amz-rdma-reply: {reply})"
         )),
+        Ok(r) if r.status() == Some(503) && status == StatusCode::SERVICE_UNAVAILABLE => {
+            let text = String::from_utf8_lossy(&answer.body);
+            let code = crate::xml::first(&text, "Code").unwrap_or_else(|| "SlowDown".into());
+            let message = crate::xml::first(&text, "Message")
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            let what = if handshake {
+                "refused the RDMA handshake for capacity (no QP pair free)"
+            } else {
+                "had no RDMA staging buffer free for the transfer"
+            };
+            Attempt::Busy {
+                handshake,
+                reason: format!(
+                    "the server {what}: HTTP 503 {code}, x-amz-rdma-reply: {reply}{message}"
+                ),
+            }
+        }
         Ok(_) if status.is_success() => Attempt::Failed(Error::Protocol(format!(
             "HTTP {} with x-amz-rdma-reply {reply:?}: {}",
             status.as_u16(),
@@ -404,7 +432,7 @@ pub(crate) fn classify(res: hipobj::Result<()>, ops: Ops) -> Attempt {
     }
 }
 
-/// Set when a blocking transfer is over, so that the borrow it used may end.
+/// Set when a blocking transfer is over.
 #[derive(Default)]
 struct Completion {
     done: Mutex<bool>,
@@ -422,7 +450,10 @@ impl Drop for SignalOnDrop {
 }
 
 /// Held by the awaiting future; waits when dropped until the closure is
-/// gone (only a cancelled future waits: an awaited one has seen it end).
+/// gone (only a cancelled future waits: an awaited one has seen it end), so
+/// that a caller that cancels a transfer finds the buffer quiet when the
+/// drop returns. Soundness does not depend on it (a forgotten future never
+/// waits): the closure owns a handle of its own.
 struct WaitOnDrop(Arc<Completion>);
 
 impl Drop for WaitOnDrop {
@@ -434,48 +465,30 @@ impl Drop for WaitOnDrop {
     }
 }
 
-/// A registered buffer's address, sent to the blocking thread.
-struct BufPtr(*const Registered<'static, 'static>);
-
-// SAFETY: `Registered` is `Sync` (checked below), so a shared reference to
-// it may be used from another thread; the pointer is only dereferenced
-// while `run_blocking` keeps the borrow alive (see there).
-unsafe impl Send for BufPtr {}
-
-const _: () = {
-    const fn sync<T: Sync>() {}
-    sync::<Registered<'static, 'static>>();
-};
-
 /// Runs `f(reg)` on a blocking thread of the RDMA runtime, so that the
 /// caller's runtime keeps running and several transfers run in parallel.
 ///
-/// The borrow of `reg` outlives the closure: the future waits for the
-/// closure's end, and if it is dropped (cancelled) before, its drop blocks
-/// until the closure is gone. The closure depends only on the RDMA
+/// The thread owns `reg`, a handle of its own to the registration (and to
+/// its memory, which `'static` says is owned or never freed): whatever
+/// becomes of this future, even `mem::forget`, the buffer stays registered
+/// and allocated until the closure ends. A cancelled (dropped) future also
+/// waits for the closure's end; the closure depends only on the RDMA
 /// runtime, whose requests all have timeouts, so that wait is bounded.
 pub(crate) async fn run_blocking<R, F>(
     ctx: &RdmaContext,
-    reg: &Registered<'_, '_>,
+    reg: Registered<'static, 'static>,
     f: F,
 ) -> Result<R>
 where
     R: Send + 'static,
-    F: for<'x, 'h, 'b> FnOnce(&'x Registered<'h, 'b>) -> R + Send + 'static,
+    F: FnOnce(&Registered<'static, 'static>) -> R + Send + 'static,
 {
     let completion = Arc::new(Completion::default());
     let wait = WaitOnDrop(completion.clone());
     let signal = SignalOnDrop(completion);
-    let ptr = BufPtr((reg as *const Registered<'_, '_>).cast::<Registered<'static, 'static>>());
     let task = ctx.handle().spawn_blocking(move || {
         let _signal = signal;
-        let ptr = ptr;
-        // SAFETY: `reg` is borrowed by `run_blocking`'s future, which does
-        // not end (complete or be dropped) before `_signal` is dropped at
-        // the end of this closure (`WaitOnDrop`); the 'static lifetimes are
-        // never observable outside `f`, which is generic over them.
-        let reg = unsafe { &*ptr.0 };
-        f(reg)
+        f(&reg)
     });
     let r = task.await;
     drop(wait);

@@ -1,13 +1,15 @@
 //! The S3 client end to end: against the test server and the gateway (by
 //! RDMA), a server without RDMA (s3s-fs), and a proxy that declines RDMA.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::*;
 use hipobj::Registered;
 use hipobj_s3::{Error, ListOptions, Path, Selection};
 
-fn contents(reg: &Registered<'_, '_>, off: usize, len: usize) -> Vec<u8> {
+fn contents(reg: &Registered<'_, 'static>, off: usize, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     reg.read(off, &mut v).unwrap();
     v
@@ -33,8 +35,7 @@ async fn every_operation_is_byte_exact_over_rdma() {
 
     let len = (3 << 20) + 17;
     let data = pattern(1, len);
-    let mut src = data.clone();
-    let src = lib.register_host(&mut src).unwrap();
+    let src = lib.register_owned(data.clone()).unwrap();
     let put = s3.put_object(&b, "obj", &src, 0, len).await.unwrap();
     assert_eq!(put.path, Path::Rdma);
     assert_eq!(put.bytes, len as u64);
@@ -45,8 +46,7 @@ async fn every_operation_is_byte_exact_over_rdma() {
     );
 
     // Whole object, at an offset into the buffer.
-    let mut dst = vec![0u8; len + 4096];
-    let dst = lib.register_host(&mut dst).unwrap();
+    let dst = lib.register_owned(vec![0u8; len + 4096]).unwrap();
     let got = s3.get_object(&b, "obj", &dst, 4096, None).await.unwrap();
     assert_eq!(got.path, Path::Rdma, "{got:?}");
     assert_eq!(got.bytes, len as u64);
@@ -143,8 +143,7 @@ async fn multipart_parts_go_in_parallel_by_rdma() {
 
     let len = 3 * (5 << 20) + 12345;
     let data = pattern(2, len);
-    let mut src = data.clone();
-    let src = lib.register_host(&mut src).unwrap();
+    let src = lib.register_owned(data.clone()).unwrap();
     let put = s3.put_object(&b, "big", &src, 0, len).await.unwrap();
     assert_eq!(
         (put.path, put.parts, put.bytes),
@@ -153,8 +152,7 @@ async fn multipart_parts_go_in_parallel_by_rdma() {
     );
     assert!(put.etag.is_some());
 
-    let mut dst = vec![0u8; len];
-    let dst = lib.register_host(&mut dst).unwrap();
+    let dst = lib.register_owned(vec![0u8; len]).unwrap();
     let got = s3.get_object(&b, "big", &dst, 0, None).await.unwrap();
     assert_eq!((got.path, got.bytes), (Path::Rdma, len as u64));
     assert_same("multipart GET", &contents(&dst, 0, len), &data);
@@ -224,8 +222,7 @@ async fn empty_objects_and_buffers_too_small() {
     let s3 = client(cfg);
     let b = bucket("edges");
     s3.create_bucket(&b).await.unwrap();
-    let mut mem = pattern(3, 1 << 20);
-    let reg = lib.register_host(&mut mem).unwrap();
+    let reg = lib.register_owned(pattern(3, 1 << 20)).unwrap();
 
     // An empty object goes over HTTP (RDMA cannot move zero bytes).
     let put = s3.put_object(&b, "empty", &reg, 0, 0).await.unwrap();
@@ -274,16 +271,14 @@ async fn declined_transfers_fall_back_to_http() {
 
     let len = (2 << 20) + 5;
     let data = pattern(4, len);
-    let mut src = data.clone();
-    let src = lib.register_host(&mut src).unwrap();
+    let src = lib.register_owned(data.clone()).unwrap();
     let put = s3.put_object(&b, "k", &src, 0, len).await.unwrap();
     assert_eq!(put.path, Path::Http, "{put:?}");
     assert!(
         put.fallback_reason.as_deref().unwrap().contains("declined"),
         "{put:?}"
     );
-    let mut dst = vec![0u8; len];
-    let dst = lib.register_host(&mut dst).unwrap();
+    let dst = lib.register_owned(vec![0u8; len]).unwrap();
     let got = s3.get_object(&b, "k", &dst, 0, None).await.unwrap();
     assert_eq!((got.path, got.bytes), (Path::Http, len as u64), "{got:?}");
     assert!(got.checksum_verified, "{got:?}");
@@ -311,12 +306,10 @@ async fn declined_transfers_fall_back_to_http() {
     // Multipart whose parts are declined: every part over HTTP.
     let big = 11 << 20;
     let bigdata = pattern(5, big);
-    let mut bigmem = bigdata.clone();
-    let bigreg = lib.register_host(&mut bigmem).unwrap();
+    let bigreg = lib.register_owned(bigdata.clone()).unwrap();
     let put = s3.put_object(&b, "big", &bigreg, 0, big).await.unwrap();
     assert_eq!((put.path, put.parts), (Path::Http, 3), "{put:?}");
-    let mut back = vec![0u8; big];
-    let back = lib.register_host(&mut back).unwrap();
+    let back = lib.register_owned(vec![0u8; big]).unwrap();
     let got = s3.get_object(&b, "big", &back, 0, None).await.unwrap();
     assert_same("fallback multipart", &contents(&back, 0, big), &bigdata);
 
@@ -326,8 +319,7 @@ async fn declined_transfers_fall_back_to_http() {
     let e = strict.get_object(&b, "k", &dst, 0, None).await.unwrap_err();
     assert!(matches!(e, Error::RdmaRequired { .. }), "{e:?}");
     let other = pattern(6, len);
-    let mut other_mem = other.clone();
-    let other_reg = lib.register_host(&mut other_mem).unwrap();
+    let other_reg = lib.register_owned(other.clone()).unwrap();
     let e = strict
         .put_object(&b, "k", &other_reg, 0, len)
         .await
@@ -358,8 +350,7 @@ async fn a_server_without_rdma_is_served_over_http() {
 
     let len = (1 << 20) + 3;
     let data = pattern(7, len);
-    let mut src = data.clone();
-    let src = lib.register_host(&mut src).unwrap();
+    let src = lib.register_owned(data.clone()).unwrap();
     let put = s3.put_object(&b, "k", &src, 0, len).await.unwrap();
     assert_eq!(put.path, Path::Http, "{put:?}");
     assert!(
@@ -371,8 +362,7 @@ async fn a_server_without_rdma_is_served_over_http() {
     );
     // Learnt from the handshake, remembered for the endpoint.
     assert!(s3.no_rdma_remembered().is_some());
-    let mut dst = vec![0u8; len];
-    let dst = lib.register_host(&mut dst).unwrap();
+    let dst = lib.register_owned(vec![0u8; len]).unwrap();
     let got = s3.get_object(&b, "k", &dst, 0, None).await.unwrap();
     assert_eq!((got.path, got.bytes), (Path::Http, len as u64), "{got:?}");
     assert!(got.checksum_verified, "{got:?}");
@@ -391,8 +381,7 @@ async fn a_server_without_rdma_is_served_over_http() {
 
     let big = (10 << 20) + 1;
     let bigdata = pattern(8, big);
-    let mut bigmem = bigdata.clone();
-    let bigreg = lib.register_host(&mut bigmem).unwrap();
+    let bigreg = lib.register_owned(bigdata.clone()).unwrap();
     let put = s3.put_object(&b, "big", &bigreg, 0, big).await.unwrap();
     assert_eq!((put.path, put.parts), (Path::Http, 3));
     let mut back = Vec::new();
@@ -410,8 +399,7 @@ async fn a_server_without_rdma_is_served_over_http() {
     assert!(matches!(e, Error::RdmaRequired { .. }), "{e:?}");
     strict.forget_no_rdma();
     let other = pattern(9, len);
-    let mut other_mem = other.clone();
-    let other_reg = lib.register_host(&mut other_mem).unwrap();
+    let other_reg = lib.register_owned(other.clone()).unwrap();
     let e = strict
         .put_object(&b, "k", &other_reg, 0, len)
         .await
@@ -443,12 +431,10 @@ async fn the_gateway_in_front_of_s3s_fs_moves_by_rdma_and_corruption_is_caught()
 
     let len = (2 << 20) + 77;
     let data = pattern(10, len);
-    let mut src = data.clone();
-    let src = lib.register_host(&mut src).unwrap();
+    let src = lib.register_owned(data.clone()).unwrap();
     let put = s3.put_object(&b, "k", &src, 0, len).await.unwrap();
     assert_eq!(put.path, Path::Rdma);
-    let mut dst = vec![0u8; 12 << 20];
-    let dst = lib.register_host(&mut dst).unwrap();
+    let dst = lib.register_owned(vec![0u8; 12 << 20]).unwrap();
     let got = s3.get_object(&b, "k", &dst, 0, None).await.unwrap();
     assert_eq!((got.path, got.bytes), (Path::Rdma, len as u64));
     assert!(got.checksum_verified, "{got:?}");
@@ -461,8 +447,7 @@ async fn the_gateway_in_front_of_s3s_fs_moves_by_rdma_and_corruption_is_caught()
     assert_same("range", &contents(&dst, 0, 100), &data[100..200]);
     let big = (10 << 20) + 9;
     let bigdata = pattern(11, big);
-    let mut bigmem = bigdata.clone();
-    let bigreg = lib.register_host(&mut bigmem).unwrap();
+    let bigreg = lib.register_owned(bigdata.clone()).unwrap();
     let put = s3.put_object(&b, "big", &bigreg, 0, big).await.unwrap();
     assert_eq!((put.path, put.parts), (Path::Rdma, 3));
     let got = s3.get_object(&b, "big", &dst, 0, None).await.unwrap();
@@ -528,12 +513,10 @@ fn the_blocking_client() {
     s3.create_bucket(&b).unwrap();
     let len = (6 << 20) + 1;
     let data = pattern(12, len);
-    let mut src = data.clone();
-    let src = lib.register_host(&mut src).unwrap();
+    let src = lib.register_owned(data.clone()).unwrap();
     let put = s3.put_object(&b, "k", &src, 0, len).unwrap();
     assert_eq!((put.path, put.parts), (Path::Rdma, 2));
-    let mut dst = vec![0u8; len];
-    let dst = lib.register_host(&mut dst).unwrap();
+    let dst = lib.register_owned(vec![0u8; len]).unwrap();
     let got = s3.get_object(&b, "k", &dst, 0, None).unwrap();
     assert_eq!((got.path, got.bytes), (Path::Rdma, len as u64));
     assert_same("blocking GET", &contents(&dst, 0, len), &data);
@@ -576,8 +559,7 @@ async fn parts_move_in_parallel_and_attempts_are_bounded() {
     s3.create_bucket(&b).await.unwrap();
     let len = 4 * (5 << 20);
     let data = pattern(13, len);
-    let mut src = data.clone();
-    let src = lib.register_host(&mut src).unwrap();
+    let src = lib.register_owned(data.clone()).unwrap();
     let put = s3.put_object(&b, "big", &src, 0, len).await.unwrap();
     assert_eq!((put.path, put.parts), (Path::Rdma, 4));
     let max = slow
@@ -617,8 +599,7 @@ async fn parts_move_in_parallel_and_attempts_are_bounded() {
     // mints its token (the same value when it leases the same connected QP
     // for the same bytes).
     assert_eq!(transfers.len(), 2);
-    let mut dst = vec![0u8; 1 << 20];
-    let dst = lib.register_host(&mut dst).unwrap();
+    let dst = lib.register_owned(vec![0u8; 1 << 20]).unwrap();
     let got = s3.get_object(&b, "k", &dst, 0, None).await.unwrap();
     assert_same(
         "after a retry",
@@ -627,8 +608,9 @@ async fn parts_move_in_parallel_and_attempts_are_bounded() {
     );
     assert_eq!(got.path, Path::Rdma);
 
-    // Attempts are bounded: every attempt failing is the server's error,
-    // and no object is left.
+    // Attempts are bounded: a transfer refused for capacity (no staging
+    // buffer) every time is retried, then the request falls back to HTTP,
+    // its reason naming the refusal.
     let down = Proxy::start(
         &server.url,
         Behavior {
@@ -638,12 +620,13 @@ async fn parts_move_in_parallel_and_attempts_are_bounded() {
     );
     let mut cfg = rdma_config(&down.url, &lib);
     cfg.attempts = 3;
-    let s3 = client(cfg);
-    let e = s3.put_object(&b, "never", &src, 0, 4096).await.unwrap_err();
-    assert_eq!(
-        (e.status(), e.code()),
-        (Some(503), Some("SlowDown")),
-        "{e:?}"
+    let s3 = client(cfg.clone());
+    let put = s3.put_object(&b, "fell-back", &src, 0, 4096).await.unwrap();
+    assert_eq!(put.path, Path::Http, "{put:?}");
+    let reason = put.fallback_reason.unwrap_or_default();
+    assert!(
+        reason.contains("no RDMA staging buffer free") && reason.contains("3 attempts"),
+        "{reason}"
     );
     assert_eq!(
         down.state
@@ -651,9 +634,178 @@ async fn parts_move_in_parallel_and_attempts_are_bounded() {
             .load(std::sync::atomic::Ordering::SeqCst),
         3
     );
+    let dst = lib.register_owned(vec![0u8; 4096]).unwrap();
+    let got = s3.get_object(&b, "fell-back", &dst, 0, None).await.unwrap();
+    assert_eq!(got.path, Path::Http, "{got:?}");
+    assert_same("fell back", &contents(&dst, 0, 4096), &data[..4096]);
+    // With require_rdma it is the error, and no object is left.
+    cfg.require_rdma = true;
+    let s3 = client(cfg);
+    match s3.put_object(&b, "never", &src, 0, 4096).await {
+        Err(Error::RdmaRequired { reason }) => {
+            assert!(reason.contains("503 SlowDown"), "{reason}")
+        }
+        other => panic!("expected RdmaRequired, got {other:?}"),
+    }
     assert!(s3
         .head_object(&b, "never")
         .await
         .unwrap_err()
         .is_not_found());
+}
+
+/// A server at its pair limit (`--max-pairs-per-key 1`, the one pair held
+/// by another client's connection) refuses the handshake with 503: each
+/// request of the refused client falls back to HTTP, byte exact, and
+/// nothing is remembered; with `require_rdma` the error names the refusal.
+#[tokio::test]
+async fn a_handshake_refused_for_capacity_falls_back_per_request() {
+    let server = hipobj_testkit::test_server(
+        &hipobj_testkit::workspace_bin("hipobj-test-server"),
+        &[
+            "0",
+            "--rdma-device",
+            "soft0",
+            "--staging-buffers",
+            "8",
+            "--max-pairs-per-key",
+            "1",
+        ],
+    );
+    let b = bucket("capacity");
+    // Client A takes the key's one pair, and keeps it (its library's
+    // connection stays connected).
+    let lib_a = lib();
+    let mut cfg_a = rdma_config(&server.url, &lib_a);
+    cfg_a.require_rdma = true;
+    let a = client(cfg_a);
+    a.create_bucket(&b).await.unwrap();
+    let big = (3 << 20) + 5;
+    let data = pattern(41, big);
+    let src_a = lib_a.register_owned(data.clone()).unwrap();
+    let put = a.put_object(&b, "by-a", &src_a, 0, big).await.unwrap();
+    assert_eq!(put.path, Path::Rdma, "{put:?}");
+
+    // Client B: a library of its own, so a QP of its own, and no pair left.
+    let lib_b = lib();
+    let s3 = client(rdma_config(&server.url, &lib_b));
+    // A large PUT (blocking thread) and a small one (stepwise).
+    let data_b = pattern(42, big);
+    let src_b = lib_b.register_owned(data_b.clone()).unwrap();
+    let put = s3.put_object(&b, "by-b", &src_b, 0, big).await.unwrap();
+    assert_eq!(put.path, Path::Http, "{put:?}");
+    let reason = put.fallback_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("refused the RDMA handshake for capacity") && reason.contains("503"),
+        "{reason}"
+    );
+    let small = s3.put_object(&b, "small", &src_b, 0, 4096).await.unwrap();
+    assert_eq!(small.path, Path::Http, "{small:?}");
+    // Nothing is remembered: capacity frees up.
+    assert_eq!(s3.no_rdma_remembered(), None);
+
+    // GETs of both objects, large and small, over HTTP, byte exact.
+    let dst_b = lib_b.register_owned(vec![0u8; big]).unwrap();
+    let got = s3.get_object(&b, "by-a", &dst_b, 0, None).await.unwrap();
+    assert_eq!((got.path, got.bytes), (Path::Http, big as u64), "{got:?}");
+    assert_same("GET over HTTP", &contents(&dst_b, 0, big), &data);
+    let got = s3.get_object(&b, "small", &dst_b, 0, None).await.unwrap();
+    assert_eq!((got.path, got.bytes), (Path::Http, 4096), "{got:?}");
+    assert_same("small GET", &contents(&dst_b, 0, 4096), &data_b[..4096]);
+
+    // Client A still moves by RDMA through its pair, and sees B's bytes.
+    let dst_a = lib_a.register_owned(vec![0u8; big]).unwrap();
+    let got = a.get_object(&b, "by-b", &dst_a, 0, None).await.unwrap();
+    assert_eq!(got.path, Path::Rdma, "{got:?}");
+    assert_same("B's PUT", &contents(&dst_a, 0, big), &data_b);
+
+    // With require_rdma, B's refusal is the error, naming the cause, for
+    // both paths of the client.
+    let mut cfg = rdma_config(&server.url, &lib_b);
+    cfg.require_rdma = true;
+    let strict = client(cfg);
+    for len in [big, 4096] {
+        match strict
+            .get_object(&b, "by-a", &dst_b, 0, Some((0, len as u64 - 1)))
+            .await
+        {
+            Err(Error::RdmaRequired { reason }) => assert!(
+                reason.contains("refused the RDMA handshake for capacity")
+                    && reason.contains("SlowDown"),
+                "{reason}"
+            ),
+            other => panic!("expected RdmaRequired, got {other:?}"),
+        }
+        match strict.put_object(&b, "strict", &src_b, 0, len).await {
+            Err(Error::RdmaRequired { reason }) => {
+                assert!(reason.contains("capacity"), "{reason}")
+            }
+            other => panic!("expected RdmaRequired, got {other:?}"),
+        }
+    }
+    assert!(strict
+        .head_object(&b, "strict")
+        .await
+        .unwrap_err()
+        .is_not_found());
+}
+
+/// The attack of a forgotten transfer: a PUT (and a GET) of more than 1 MiB
+/// is polled once, so that its blocking thread starts, then leaked with
+/// `mem::forget`, and the caller's handle dropped. The thread owns a handle
+/// of its own: the registration, and the memory it owns, live until the
+/// thread is done, then the buffer is deregistered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_transfer_keeps_its_buffer_alive() {
+    use std::future::Future;
+    use std::task::{Context, Poll};
+
+    let server = test_server();
+    let lib = lib();
+    let s3 = client(rdma_config(&server.url, &lib));
+    let b = bucket("forgotten");
+    s3.create_bucket(&b).await.unwrap();
+    let len = 4 << 20;
+    let data = pattern(43, len);
+    let plain = lib.register_owned(data.clone()).unwrap();
+    s3.put_object(&b, "k", &plain, 0, len).await.unwrap();
+    drop(plain);
+    assert_eq!(lib.instance().buffers.len(), 0);
+
+    let waker = futures::task::noop_waker();
+    // PUT: the first poll starts the checksum pass (and, when that ends at
+    // once, the transfer) on a blocking thread. GET: the transfer.
+    for get in [false, true] {
+        let reg = lib
+            .register_owned(if get { vec![0u8; len] } else { data.clone() })
+            .unwrap();
+        let mut fut: std::pin::Pin<Box<dyn Future<Output = _> + Send + '_>> = if get {
+            Box::pin(s3.get_object(&b, "k", &reg, 0, None))
+        } else {
+            Box::pin(s3.put_object(&b, "k2", &reg, 0, len))
+        };
+        let first = fut.as_mut().poll(&mut Context::from_waker(&waker));
+        assert!(matches!(first, Poll::Pending), "the transfer is under way");
+        // The thread (and the future, once in the transfer) holds handles
+        // of its own besides the caller's.
+        assert!(reg.handles() >= 2, "{} handles", reg.handles());
+        std::mem::forget(fut);
+        // The caller's handle goes, and the memory with it were the
+        // registration not shared: the thread goes on with its own handle
+        // (and a leaked future's handle keeps the buffer for good: a leak,
+        // never a free under a transfer).
+        drop(reg);
+    }
+    // The client and the server still work, and the buffers the leaked
+    // futures hold are still registered, or were deregistered by the last
+    // handle when their thread ended: at most the two, besides this one.
+    let back = lib.register_owned(vec![0u8; len]).unwrap();
+    let got = s3.get_object(&b, "k", &back, 0, None).await.unwrap();
+    assert_eq!(got.path, Path::Rdma, "{got:?}");
+    assert_same(
+        "after the forgotten transfers",
+        &contents(&back, 0, len),
+        &data,
+    );
+    assert!(lib.instance().buffers.len() <= 3);
 }
