@@ -101,7 +101,12 @@ pub struct CommonArgs {
     /// a proxy or load balancer, or with RDMA on another interface than
     /// HTTP. IPv4 networks match IPv4-mapped GIDs; IPv6 ones match the GID
     /// as an IPv6 address (an InfiniBand subnet prefix, e.g. fe80::/64).
-    #[arg(long, env = "HIPOBJ_RDMA_ALLOW_PEERS", value_delimiter = ',', value_name = "CIDR,...")]
+    #[arg(
+        long,
+        env = "HIPOBJ_RDMA_ALLOW_PEERS",
+        value_delimiter = ',',
+        value_name = "CIDR,..."
+    )]
     pub rdma_allow_peers: Vec<ipnet::IpNet>,
     /// Clock skew allowed between a signed request's date and the
     /// gateway's clock (beyond it: 403 RequestTimeTooSkewed).
@@ -495,10 +500,7 @@ mod tests {
                 staging_per_key: Some(6),
                 dc_initiators: 7,
                 dc_per_key: 2,
-                allowed_peers: vec![
-                    "10.1.0.0/16".parse().unwrap(),
-                    "fe80::/64".parse().unwrap()
-                ],
+                allowed_peers: vec!["10.1.0.0/16".parse().unwrap(), "fe80::/64".parse().unwrap()],
             }
         );
         assert_eq!(g.common.max_skew(), Duration::from_secs(300));

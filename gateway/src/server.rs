@@ -87,6 +87,7 @@ pub struct FdLimit {
 /// Raises the soft open-file limit to the hard one, and returns the limit
 /// then in force (as it was when it cannot be raised; `None` when it
 /// cannot even be read).
+#[allow(unsafe_code)]
 pub fn raise_fd_limit() -> Option<FdLimit> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,

@@ -92,12 +92,12 @@ fn a_stalled_client_never_receives_the_next_transfers_bytes() {
         )
     });
     eprintln!("the stalled client read {segments} segments, {bytes} bytes, all its own");
-    assert!(
-        bytes < a.len(),
-        "the transfer was stopped, not completed"
-    );
+    assert!(bytes < a.len(), "the transfer was stopped, not completed");
     // Nothing was withdrawn: every buffer's requests were flushed.
-    assert_eq!(metric(&gw.url, "hipobj_staging_buffers_quarantined_total"), 0.0);
+    assert_eq!(
+        metric(&gw.url, "hipobj_staging_buffers_quarantined_total"),
+        0.0
+    );
 }
 
 /// Defect 2 (high): a handshake may only aim the gateway at the host that
@@ -126,7 +126,13 @@ fn a_handshake_naming_another_host_is_refused() {
     };
     // A GET (the handshake may be any method), so that the error has a body.
     let hs = rdma(&s3, Method::GET, "/bkt/k", &aimed.encode());
-    assert_error(&hs, 403, "AccessDenied", Some("403"), "handshake for another host");
+    assert_error(
+        &hs,
+        403,
+        "AccessDenied",
+        Some("403"),
+        "handshake for another host",
+    );
     // A transfer token naming it is refused the same way (DC needs no handshake).
     let dc = hipobj_wire::Token {
         transport: Transport::Dc,
@@ -136,7 +142,13 @@ fn a_handshake_naming_another_host_is_refused() {
         ..aimed
     };
     let get = rdma(&s3, Method::GET, "/bkt/k", &dc.encode());
-    assert_error(&get, 403, "AccessDenied", Some("403"), "DC GET for another host");
+    assert_error(
+        &get,
+        403,
+        "AccessDenied",
+        Some("403"),
+        "DC GET for another host",
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         victim.accept().is_err(),
@@ -178,7 +190,10 @@ fn a_service_that_is_not_a_soft_device_gets_only_the_hello() {
     let s3 = S3::new(&gw.url);
     s3.create_bucket("bkt");
     let secret = pattern(7, 256 * 1024);
-    assert!(s3.put_plain("/bkt/secret", secret.clone()).status.is_success());
+    assert!(s3
+        .put_plain("/bkt/secret", secret.clone())
+        .status
+        .is_success());
     let token = |len: u64| {
         hipobj_wire::Token {
             transport: Transport::Rc,
@@ -195,7 +210,13 @@ fn a_service_that_is_not_a_soft_device_gets_only_the_hello() {
     let hs = rdma(&s3, Method::HEAD, "/bkt/secret", &token(0));
     assert_eq!(hs.status, 200, "{}", hs.text());
     let get = rdma(&s3, Method::GET, "/bkt/secret", &token(secret.len() as u64));
-    assert_error(&get, 500, "RDMATransferFailed", Some("500"), "GET to a non-RDMA service");
+    assert_error(
+        &get,
+        500,
+        "RDMATransferFailed",
+        Some("500"),
+        "GET to a non-RDMA service",
+    );
     assert!(eventually(Duration::from_secs(15), || !got
         .lock()
         .unwrap()
@@ -207,7 +228,9 @@ fn a_service_that_is_not_a_soft_device_gets_only_the_hello() {
             conn.len()
         );
         assert!(
-            !conn.windows(16).any(|w| secret.windows(16).take(64).any(|s| s == w)),
+            !conn
+                .windows(16)
+                .any(|w| secret.windows(16).take(64).any(|s| s == w)),
             "object bytes reached the service"
         );
     }
@@ -226,18 +249,42 @@ fn impossible_buffers_are_400_before_any_rdma() {
     let peer = FakePeer::start(false);
     let huge = peer.token(Transport::Rc, 0x1000, 1 << 63, 1);
     let a = rdma(&s3, Method::GET, "/bkt/k", &huge);
-    assert_error(&a, 400, "InvalidRDMAToken", Some("400"), "GET into a 2^63-byte buffer");
+    assert_error(
+        &a,
+        400,
+        "InvalidRDMAToken",
+        Some("400"),
+        "GET into a 2^63-byte buffer",
+    );
     let wraps = peer.token(Transport::Rc, u64::MAX - 10, 4096, 1);
     let a = rdma(&s3, Method::GET, "/bkt/k", &wraps);
-    assert_error(&a, 400, "InvalidRDMAToken", Some("400"), "address plus length wraps");
+    assert_error(
+        &a,
+        400,
+        "InvalidRDMAToken",
+        Some("400"),
+        "address plus length wraps",
+    );
     let a = rdma(&s3, Method::PUT, "/bkt/k2", &wraps);
-    assert_error(&a, 400, "InvalidRDMAToken", Some("400"), "PUT, address plus length wraps");
+    assert_error(
+        &a,
+        400,
+        "InvalidRDMAToken",
+        Some("400"),
+        "PUT, address plus length wraps",
+    );
     let too_big = peer.token(Transport::Rc, 0x1000, 6 << 30, 1);
     let a = rdma(&s3, Method::PUT, "/bkt/k2", &too_big);
     assert_error(&a, 400, "EntityTooLarge", Some("400"), "PUT of 6 GiB");
     let dc = peer.token(Transport::Dc, u64::MAX, 2, 1);
     let a = rdma(&s3, Method::GET, "/bkt/k", &dc);
-    assert_error(&a, 400, "InvalidRDMAToken", Some("400"), "DC, address plus length wraps");
+    assert_error(
+        &a,
+        400,
+        "InvalidRDMAToken",
+        Some("400"),
+        "DC, address plus length wraps",
+    );
     assert_eq!(peer.seen(|s| s.connections), 0, "no RDMA was attempted");
     // The object is unchanged and nothing was stored under k2.
     assert_eq!(s3.get_plain("/bkt/k").body[..], pattern(1, 4096)[..]);
@@ -268,7 +315,10 @@ fn stalled_transfers_release_the_pool_after_their_progress_deadline() {
     let obj = pattern(3, 64 * MIB);
     assert!(s3.put_plain("/bkt/big", obj.clone()).status.is_success());
     let small = pattern(4, 3 * MIB);
-    assert!(s3.put_plain("/bkt/small", small.clone()).status.is_success());
+    assert!(s3
+        .put_plain("/bkt/small", small.clone())
+        .status
+        .is_success());
     // Two stalled GETs, four buffers each: the whole pool.
     let stalled: Vec<_> = (0..2)
         .map(|_| {
@@ -277,7 +327,8 @@ fn stalled_transfers_release_the_pool_after_their_progress_deadline() {
             let token = peer.token(Transport::Rc, 0x10_0000, obj.len() as u64, 9);
             let hs = rdma(&s3, Method::HEAD, "/bkt/big", &peer.handshake_token());
             assert_eq!(hs.status, 200);
-            let t = std::thread::spawn(move || rdma(&S3::new(&url), Method::GET, "/bkt/big", &token));
+            let t =
+                std::thread::spawn(move || rdma(&S3::new(&url), Method::GET, "/bkt/big", &token));
             (peer, t)
         })
         .collect();
@@ -352,8 +403,15 @@ fn dc_requests_share_a_bounded_pool_of_initiators() {
         .iter()
         .filter(|a| a.status == 500 && a.code().as_deref() == Some("RDMATransferFailed"))
         .count();
-    assert_eq!(slow + failed, n as usize, "every answer is 503 SlowDown or 500");
-    assert!(slow >= n as usize - 8, "at most the pool's worth was served: {failed} failed, {slow} waited");
+    assert_eq!(
+        slow + failed,
+        n as usize,
+        "every answer is 503 SlowDown or 500"
+    );
+    assert!(
+        slow >= n as usize - 8,
+        "at most the pool's worth was served: {failed} failed, {slow} waited"
+    );
     assert!(peak_in_use <= 4.0, "{peak_in_use} initiators in use");
     // Before the pool, each DC request cost a QP and its threads (2000
     // requests: 2031 threads). Now the initiators' threads are bounded;
@@ -363,7 +421,10 @@ fn dc_requests_share_a_bounded_pool_of_initiators() {
         peak_threads <= idle_threads + n as usize / 2,
         "threads grew from {idle_threads} to {peak_threads} for {n} DC requests"
     );
-    assert!(peer.seen(|s| s.peak_open) <= 4, "more than 4 initiators connected");
+    assert!(
+        peer.seen(|s| s.peak_open) <= 4,
+        "more than 4 initiators connected"
+    );
 }
 
 /// Defect 4 (high): pairs of clients that are gone are released by the
@@ -388,11 +449,16 @@ fn pairs_of_exited_clients_are_released() {
             assert_eq!(ops.last().status, 200);
         }
         assert!(back == obj);
-        assert!(metric(&gw.url, "hipobj_rdma_pairs") >= 1.0, "round {round}: a pair");
+        assert!(
+            metric(&gw.url, "hipobj_rdma_pairs") >= 1.0,
+            "round {round}: a pair"
+        );
         drop(lib);
         assert!(
-            eventually(Duration::from_secs(30), || metric(&gw.url, "hipobj_rdma_pairs")
-                == 0.0),
+            eventually(Duration::from_secs(30), || metric(
+                &gw.url,
+                "hipobj_rdma_pairs"
+            ) == 0.0),
             "round {round}: the exited client's pair was released"
         );
     }
@@ -404,7 +470,10 @@ fn pairs_of_exited_clients_are_released() {
     let mut ops = RdmaOps::new(&s3, Method::GET, "/bkt/k");
     buf.get(0, obj.len(), &mut ops).unwrap();
     std::thread::sleep(Duration::from_secs(4));
-    assert!(metric(&gw.url, "hipobj_rdma_pairs") >= 1.0, "a live client's pair survives probes");
+    assert!(
+        metric(&gw.url, "hipobj_rdma_pairs") >= 1.0,
+        "a live client's pair survives probes"
+    );
     let mut ops = RdmaOps::new(&s3, Method::GET, "/bkt/k");
     buf.get(0, obj.len(), &mut ops).unwrap();
     assert_eq!(ops.last().status, 200);

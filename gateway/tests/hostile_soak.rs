@@ -10,8 +10,8 @@ mod hostile_common;
 
 use hipobj_testkit::process::{gateway_with, spawn_child, wait_ready, CHILD_READY, CHILD_ROLE};
 use hipobj_testkit::rdma::{client, pattern, RdmaOps};
-use hipobj_testkit::{CredentialsFile, Tenant};
 use hipobj_testkit::s3::S3;
+use hipobj_testkit::{CredentialsFile, Tenant};
 use hipobj_wire::Transport;
 use hostile_common::*;
 use http::Method;
@@ -83,10 +83,14 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
         let lib = client();
         let mut back = vec![0u8; 4096];
         let buf = lib.register_host(&mut back).unwrap();
-        let mut ops = RdmaOps::new(&s3, Method::GET, "/soak/big").with_header("range", "bytes=0-4095");
+        let mut ops =
+            RdmaOps::new(&s3, Method::GET, "/soak/big").with_header("range", "bytes=0-4095");
         buf.get(0, 4096, &mut ops).unwrap();
     }
-    assert!(eventually(Duration::from_secs(30), || metric(&url, "hipobj_rdma_pairs") == 0.0));
+    assert!(eventually(Duration::from_secs(30), || metric(
+        &url,
+        "hipobj_rdma_pairs"
+    ) == 0.0));
     std::thread::sleep(Duration::from_secs(2));
     let pid = gw.pid();
     let (idle_threads, idle_fds) = (threads(pid), fds(pid));
@@ -108,8 +112,12 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
                 {
                     let buf = lib.register_host(&mut mem).unwrap();
                     let mut ops = RdmaOps::new(&s3, Method::PUT, &key);
-                    buf.put(0, data.len(), &mut ops)
-                        .unwrap_or_else(|e| panic!("RDMA PUT {key}: {e:?} {:?}", ops.last.as_ref().map(|a| (a.status, a.text()))));
+                    buf.put(0, data.len(), &mut ops).unwrap_or_else(|e| {
+                        panic!(
+                            "RDMA PUT {key}: {e:?} {:?}",
+                            ops.last.as_ref().map(|a| (a.status, a.text()))
+                        )
+                    });
                     assert_eq!(ops.last().reply().as_deref(), Some("200"), "PUT {key}");
                 }
                 let mut back = vec![0u8; data.len()];
@@ -210,7 +218,11 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
             }
         }));
     }
-    let failed = workers.into_iter().map(|w| w.join().is_err()).filter(|f| *f).count();
+    let failed = workers
+        .into_iter()
+        .map(|w| w.join().is_err())
+        .filter(|f| *f)
+        .count();
     if failed > 0 {
         let log = gw.log();
         let tail: Vec<&str> = log.lines().rev().take(80).collect();
@@ -230,7 +242,10 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
     // Afterwards: every pair released (the probes find the killed clients),
     // threads and fds back to idle, memory within the pool plus 64 MiB.
     assert!(
-        eventually(Duration::from_secs(60), || metric(&url, "hipobj_rdma_pairs") == 0.0),
+        eventually(Duration::from_secs(60), || metric(
+            &url,
+            "hipobj_rdma_pairs"
+        ) == 0.0),
         "pairs left: {}",
         metric(&url, "hipobj_rdma_pairs")
     );
@@ -242,7 +257,10 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
         fds(pid)
     );
     assert_eq!(metric(&url, "hipobj_staging_buffers_in_use"), 0.0);
-    assert_eq!(metric(&url, "hipobj_staging_buffers_quarantined_total"), 0.0);
+    assert_eq!(
+        metric(&url, "hipobj_staging_buffers_quarantined_total"),
+        0.0
+    );
     let rss = rss_bytes(pid);
     assert!(
         rss <= POOL_BYTES + (64 << 20),
@@ -250,7 +268,10 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
         rss >> 20,
         POOL_BYTES >> 20
     );
-    assert!(S3::new(&url).get_unsigned("/health/ready").status.is_success());
+    assert!(S3::new(&url)
+        .get_unsigned("/health/ready")
+        .status
+        .is_success());
 }
 
 /// The child client process of the soak: what it does comes from
@@ -275,7 +296,15 @@ fn soak_child_main() {
     while lib
         .handshake_token()
         .ok()
-        .map(|t| s3.send(Method::HEAD, "/soak/big", &[(hipobj_wire::headers::RDMA_TOKEN, &t)], Vec::new(), true))
+        .map(|t| {
+            s3.send(
+                Method::HEAD,
+                "/soak/big",
+                &[(hipobj_wire::headers::RDMA_TOKEN, &t)],
+                Vec::new(),
+                true,
+            )
+        })
         .and_then(|a| a.reply())
         .is_none_or(|r| lib.complete_handshake(&r).is_err())
     {

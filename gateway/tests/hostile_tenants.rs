@@ -49,7 +49,13 @@ fn a_tenant_cannot_take_over_another_tenants_pair() {
 
     let lib = client();
     let token = lib.handshake_token().unwrap();
-    let hs = a.send(Method::HEAD, "/bucket-a/k", &[(RDMA_TOKEN, &token)], Vec::new(), true);
+    let hs = a.send(
+        Method::HEAD,
+        "/bucket-a/k",
+        &[(RDMA_TOKEN, &token)],
+        Vec::new(),
+        true,
+    );
     assert_eq!(hs.status, 200, "a's handshake");
     lib.complete_handshake(&hs.reply().unwrap()).unwrap();
 
@@ -57,17 +63,47 @@ fn a_tenant_cannot_take_over_another_tenants_pair() {
     let buf = lib.register_host(&mut back).unwrap();
     let get = |who: &S3| {
         let t = buf.token(Direction::Get, 0, obj.len()).unwrap();
-        who.send(Method::GET, "/bucket-a/k", &[(RDMA_TOKEN, &t)], Vec::new(), true)
+        who.send(
+            Method::GET,
+            "/bucket-a/k",
+            &[(RDMA_TOKEN, &t)],
+            Vec::new(),
+            true,
+        )
     };
     assert_eq!(get(&a).status, 200);
 
     // Tenant b replays a's handshake token (a's client QP) under its own key.
-    let steal = b.send(Method::GET, "/bucket-a/k", &[(RDMA_TOKEN, &token)], Vec::new(), true);
-    assert_error(&steal, 403, "AccessDenied", Some("403"), "b's handshake for a's QP");
+    let steal = b.send(
+        Method::GET,
+        "/bucket-a/k",
+        &[(RDMA_TOKEN, &token)],
+        Vec::new(),
+        true,
+    );
+    assert_error(
+        &steal,
+        403,
+        "AccessDenied",
+        Some("403"),
+        "b's handshake for a's QP",
+    );
     // ... and a transfer token naming a's QP.
     let t = buf.token(Direction::Get, 0, obj.len()).unwrap();
-    let steal = b.send(Method::GET, "/bucket-a/k", &[(RDMA_TOKEN, &t)], Vec::new(), true);
-    assert_error(&steal, 403, "AccessDenied", Some("403"), "b's transfer on a's pair");
+    let steal = b.send(
+        Method::GET,
+        "/bucket-a/k",
+        &[(RDMA_TOKEN, &t)],
+        Vec::new(),
+        true,
+    );
+    assert_error(
+        &steal,
+        403,
+        "AccessDenied",
+        Some("403"),
+        "b's transfer on a's pair",
+    );
 
     // a's pair is intact: its transfers go on without a new handshake.
     for _ in 0..20 {
@@ -103,7 +139,10 @@ fn one_tenants_stalls_cannot_take_another_tenants_share_of_the_pool() {
     a.create_bucket("bucket-a");
     b.create_bucket("bucket-b");
     let big = pattern(1, 64 * MIB);
-    assert!(a.put_plain("/bucket-a/big", big.clone()).status.is_success());
+    assert!(a
+        .put_plain("/bucket-a/big", big.clone())
+        .status
+        .is_success());
     let obj = pattern(2, 8 * MIB);
     assert!(b.put_plain("/bucket-b/k", obj.clone()).status.is_success());
 

@@ -431,7 +431,10 @@ mod tests {
         assert_eq!(Hello::decode(&bad), None);
         // A request header is not a hello.
         let mut req = [0u8; HELLO_LEN];
-        req.copy_from_slice(&Request::decode(&[0u8; REQUEST_LEN]).map_or([0u8; REQUEST_LEN], |r| r.encode())[..HELLO_LEN]);
+        req.copy_from_slice(
+            &Request::decode(&[0u8; REQUEST_LEN]).map_or([0u8; REQUEST_LEN], |r| r.encode())
+                [..HELLO_LEN],
+        );
         assert_eq!(Hello::decode(&req), None);
         assert!(HelloAck::is_valid(&HelloAck::encode()));
         assert!(!HelloAck::is_valid(b"+OK\r\n\0\0\0"));

@@ -180,7 +180,12 @@ fn endpoint(qp: &QpInner, g: &QpCore) -> Option<(SocketAddrV4, u32)> {
 
 /// Opens a connection from this device's address to `addr` and completes
 /// the hello: `None` unless a soft device answered it within `limit`.
-fn open_stream(qp: &QpInner, addr: SocketAddrV4, dst_qpn: u32, limit: Duration) -> Option<TcpStream> {
+fn open_stream(
+    qp: &QpInner,
+    addr: SocketAddrV4,
+    dst_qpn: u32,
+    limit: Duration,
+) -> Option<TcpStream> {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         tracing::debug!(qpn = format_args!("{:#x}", qp.qpn), %addr, error = %e, "soft requester: {what}");
     };
@@ -210,7 +215,10 @@ fn open_stream(qp: &QpInner, addr: SocketAddrV4, dst_qpn: u32, limit: Duration) 
     match ack {
         Ok(Some(b)) if HelloAck::is_valid(&b) => {}
         other => {
-            fail("the peer did not answer the hello", &format_args!("{other:?}"));
+            fail(
+                "the peer did not answer the hello",
+                &format_args!("{other:?}"),
+            );
             let _ = stream.shutdown(Shutdown::Both);
             return None;
         }

@@ -347,7 +347,7 @@ fn rc_request(
             if req.msg_len > room {
                 g.rq.pop_front();
                 qp.complete_recv(
-                        &mut g,
+                    &mut g,
                     recv.wr_id,
                     WcStatus::LocLenErr,
                     WcOpcode::Recv,

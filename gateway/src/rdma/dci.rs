@@ -70,7 +70,11 @@ impl DciPool {
 
     /// Initiators idle in the pool now.
     pub fn idle(&self) -> usize {
-        self.shared.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.shared
+            .idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// Initiators leased now.
@@ -164,8 +168,8 @@ impl Drop for DciLease {
         // Only a clean initiator goes back: in RTS, and with no completion
         // left over from the transfer that used it.
         let mut left = Vec::new();
-        let clean = matches!(d.qp.state(), Ok(QpState::Rts))
-            && matches!(d.cq.poll(&mut left, 1), Ok(0));
+        let clean =
+            matches!(d.qp.state(), Ok(QpState::Rts)) && matches!(d.cq.poll(&mut left, 1), Ok(0));
         if clean {
             self.shared
                 .idle

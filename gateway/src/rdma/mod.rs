@@ -113,12 +113,12 @@ fn check_buffer(op: Operation, remote: &RemoteBuffer) -> Result<(), S3Error> {
         )));
     }
     match op {
-        Operation::GetObject if remote.len > MAX_GET_BUFFER => Err(S3Error::invalid_token(
-            format!(
+        Operation::GetObject if remote.len > MAX_GET_BUFFER => {
+            Err(S3Error::invalid_token(format!(
                 "an RDMA buffer of {} bytes is larger than any object (5 TiB)",
                 remote.len
-            ),
-        )),
+            )))
+        }
         Operation::PutObject | Operation::UploadPart if remote.len > MAX_PUT_LEN => {
             Err(S3Error::new(
                 StatusCode::BAD_REQUEST,
@@ -253,7 +253,10 @@ impl RdmaEngine {
                 let Some(e) = engine.upgrade() else { return };
                 crate::metrics::pairs_released("idle", e.pairs.sweep());
                 let probe_wait = e.cfg.progress_timeout;
-                crate::metrics::pairs_released("probe", e.pairs.probe(e.cfg.pair_probe, probe_wait));
+                crate::metrics::pairs_released(
+                    "probe",
+                    e.pairs.probe(e.cfg.pair_probe, probe_wait),
+                );
             })
             .map(|_| ())
     }
@@ -545,8 +548,7 @@ impl RdmaEngine {
         crate::metrics::rdma_failure("PeerNotAllowed");
         with_reply(
             S3Error::access_denied(
-                "the RDMA token names another host than the one this request came from"
-                    .to_string(),
+                "the RDMA token names another host than the one this request came from".to_string(),
             )
             .into_response(request_id),
             "403",

@@ -195,8 +195,7 @@ impl Pairs {
             .iter()
             .filter(|(_, p)| {
                 p.idle_for() >= after
-                    && p
-                        .last_probed
+                    && p.last_probed
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .is_none_or(|t| t.elapsed() >= after)

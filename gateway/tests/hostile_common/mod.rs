@@ -186,11 +186,7 @@ pub fn metric(url: &str, name: &str) -> f64 {
     let body = s3.get_unsigned("/metrics").text();
     body.lines()
         .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            l.split([' ', '{'])
-                .next()
-                .is_some_and(|n| n == name)
-        })
+        .filter(|l| l.split([' ', '{']).next().is_some_and(|n| n == name))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
