@@ -19,4 +19,5 @@ pub mod proxy;
 pub mod rdma;
 pub mod s3err;
 pub mod server;
+pub mod trim;
 pub mod upstream;

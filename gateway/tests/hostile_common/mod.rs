@@ -34,6 +34,8 @@ pub struct Seen {
 struct State {
     seen: Seen,
     stalled: bool,
+    /// Dropped: the client is gone, and answers nothing any more.
+    closed: bool,
 }
 
 /// A fake client QP (or DC target): its number carries its listener's port,
@@ -45,6 +47,18 @@ pub struct FakePeer {
     /// Its GID (::ffff:127.0.0.1).
     pub gid: Gid,
     state: Arc<(Mutex<State>, Condvar)>,
+    port: u16,
+}
+
+impl Drop for FakePeer {
+    /// The client goes away: its listener closes and its connections
+    /// answer nothing more.
+    fn drop(&mut self) {
+        self.state.0.lock().unwrap().closed = true;
+        self.state.1.notify_all();
+        // Wakes the accept loop, which then ends and closes the listener.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
 }
 
 impl FakePeer {
@@ -56,6 +70,7 @@ impl FakePeer {
             Mutex::new(State {
                 seen: Seen::default(),
                 stalled,
+                closed: false,
             }),
             Condvar::new(),
         ));
@@ -63,6 +78,9 @@ impl FakePeer {
         std::thread::spawn(move || {
             for c in listener.incoming() {
                 let Ok(c) = c else { return };
+                if s.0.lock().unwrap().closed {
+                    return;
+                }
                 let s = s.clone();
                 std::thread::spawn(move || serve(c, s));
             }
@@ -71,6 +89,7 @@ impl FakePeer {
             qpn: (u32::from(port) << 8) | 1,
             gid: Gid::from_ipv4(Ipv4Addr::LOCALHOST),
             state,
+            port,
         }
     }
 
@@ -149,12 +168,18 @@ fn session(c: &mut TcpStream, s: &Arc<(Mutex<State>, Condvar)>) -> std::io::Resu
     loop {
         {
             let mut g = s.0.lock().unwrap();
-            while g.stalled {
+            while g.stalled && !g.closed {
                 g = s.1.wait(g).unwrap();
+            }
+            if g.closed {
+                return Ok(());
             }
         }
         let mut hdr = [0u8; REQUEST_LEN];
         c.read_exact(&mut hdr)?;
+        if s.0.lock().unwrap().closed {
+            return Ok(());
+        }
         let Some(req) = Request::decode(&hdr) else {
             return Ok(());
         };
