@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MIB: usize = 1 << 20;
-const POOL_BYTES: u64 = 16 * 8 << 20;
+const POOL_BYTES: u64 = 16 * (8 << 20);
 
 fn bin() -> &'static std::path::Path {
     std::path::Path::new(env!("CARGO_BIN_EXE_hipobj-gateway"))

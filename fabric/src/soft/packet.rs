@@ -422,8 +422,8 @@ mod tests {
     fn hello_round_trip_and_rejects() {
         let h = Hello {
             src_gid: Gid::from_ipv4([127, 0, 0, 1].into()),
-            src_qpn: 0x1234_01,
-            dst_qpn: 0x5678_02,
+            src_qpn: 0x0012_3401,
+            dst_qpn: 0x0056_7802,
         };
         assert_eq!(Hello::decode(&h.encode()), Some(h));
         let mut bad = h.encode();

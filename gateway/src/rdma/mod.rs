@@ -453,7 +453,10 @@ impl RdmaEngine {
                     )
                     .await
                 {
-                    Ok(lease) => Path::Dc { lease, to },
+                    Ok(lease) => Path::Dc {
+                        lease: Box::new(lease),
+                        to,
+                    },
                     Err(e @ dci::DciError::Busy(..)) => {
                         crate::metrics::rdma_failure("SlowDown");
                         return with_reply(

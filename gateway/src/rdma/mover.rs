@@ -36,7 +36,7 @@ pub enum Path {
     /// A DC initiator leased from the pool, towards a client DC target.
     Dc {
         /// The initiator and its CQ.
-        lease: DciLease,
+        lease: Box<DciLease>,
         /// The target.
         to: DcAddr,
     },
