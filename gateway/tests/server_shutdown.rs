@@ -74,5 +74,14 @@ fn sigterm_finishes_the_request_in_flight() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(std::fs::read(store.path().join("drain/obj")).unwrap(), body);
+    // The object was stored: a gateway started again on the same store
+    // serves it.
+    let again = gateway_with(
+        Path::new(env!("CARGO_BIN_EXE_hipobj-gateway")),
+        &["--data-dir", store.path().to_str().unwrap()],
+        &[],
+    );
+    let got = S3::new(&again.url).get_plain("/drain/obj");
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body[..], body[..]);
 }
