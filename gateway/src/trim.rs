@@ -1,10 +1,12 @@
 //! Returning freed heap memory to the operating system.
 //!
-//! The gateway's memory is the staging pool plus what requests in flight
+//! The engine's memory is the staging pool plus what requests in flight
 //! hold; after a burst (many plain-HTTP bodies, many connections) glibc's
-//! allocator keeps the freed pages in its arenas, and the process stays at
-//! its peak. The pair sweeper calls [`release_free_memory`] on its timer,
-//! so an idle gateway comes back to the pool plus a small constant.
+//! allocator keeps freed pages in its arenas. The `hipobj-gateway` binary
+//! uses mimalloc, which returns them itself; for what still comes from
+//! glibc's malloc (C libraries, and programs that embed the engine on the
+//! default allocator: the test server, `hipobj demo`) the pair sweeper calls
+//! [`release_free_memory`] on its timer.
 
 /// Gives the allocator's free pages back to the OS (glibc's `malloc_trim`);
 /// nothing elsewhere.
