@@ -3,11 +3,11 @@
 //! RTS once, and reused for any target; one whose QP failed is destroyed
 //! when its lease ends, and its slot is made again on the next need.
 
+use super::shares::KeyShares;
 use hipobj_fabric::rc::RcParams;
 use hipobj_fabric::{
     CompletionQueue, Device, FabricError, ProtectionDomain, QpCap, QpState, QpType, QueuePair,
 };
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -34,8 +34,7 @@ struct Dci {
 struct Shared {
     idle: Mutex<Vec<Dci>>,
     total: Arc<Semaphore>,
-    per_key: usize,
-    keys: Mutex<HashMap<String, Arc<Semaphore>>>,
+    keys: KeyShares,
 }
 
 /// The pool.
@@ -62,8 +61,7 @@ impl DciPool {
             shared: Arc::new(Shared {
                 idle: Mutex::new(Vec::new()),
                 total: Arc::new(Semaphore::new(total)),
-                per_key: per_key.clamp(1, total),
-                keys: Mutex::new(HashMap::new()),
+                keys: KeyShares::new(per_key.clamp(1, total)),
             }),
         }
     }
@@ -91,12 +89,7 @@ impl DciPool {
         pd: &ProtectionDomain,
         params: &RcParams,
     ) -> Result<DciLease, DciError> {
-        let key = {
-            let mut m = self.shared.keys.lock().unwrap_or_else(|e| e.into_inner());
-            m.entry(access_key.to_string())
-                .or_insert_with(|| Arc::new(Semaphore::new(self.shared.per_key)))
-                .clone()
-        };
+        let key = self.shared.keys.of(access_key);
         let deadline = tokio::time::Instant::now() + wait;
         let key = tokio::time::timeout_at(deadline, key.acquire_owned())
             .await

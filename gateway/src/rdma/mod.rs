@@ -2,6 +2,7 @@
 //!
 //! - `pairs`: the connect-first RC flow's server QPs.
 //! - `dci`: the bounded pool of DC initiators.
+//! - `shares`: per-access-key shares of the staging pool and the initiators.
 //! - `staging`: the shared pool of registered buffers.
 //! - `mover`: posting WRITE/READ and waiting for completions.
 //! - `checksum`: the checksums a PUT is verified against.
@@ -13,6 +14,7 @@ mod get;
 pub mod mover;
 pub mod pairs;
 mod put;
+pub mod shares;
 pub mod staging;
 
 use crate::body::Body;

@@ -7,8 +7,8 @@
 //! The buffers allow peers nothing: only the engine's own work requests
 //! touch them, as the source of a WRITE or the target of a READ.
 
+use super::shares::KeyShares;
 use hipobj_fabric::{AccessFlags, ProtectionDomain, RegisteredBuffer, Sge};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,10 +31,7 @@ struct Shared {
     permits: Arc<Semaphore>,
     chunk: usize,
     total: usize,
-    per_key: usize,
-    /// One semaphore of `per_key` permits per access key seen (keys are
-    /// authenticated, so there are no more than the configured tenants).
-    shares: Mutex<HashMap<String, Arc<Semaphore>>>,
+    shares: KeyShares,
     quarantined: AtomicUsize,
 }
 
@@ -88,8 +85,7 @@ impl StagingPool {
                 permits: Arc::new(Semaphore::new(n)),
                 chunk,
                 total: n,
-                per_key: per_key.clamp(1, n),
-                shares: Mutex::new(HashMap::new()),
+                shares: KeyShares::new(per_key.clamp(1, n)),
                 quarantined: AtomicUsize::new(0),
             }),
         })
@@ -97,17 +93,12 @@ impl StagingPool {
 
     /// The share of `access_key`.
     pub fn share(&self, access_key: &str) -> Share {
-        let mut m = self.shared.shares.lock().unwrap_or_else(|e| e.into_inner());
-        Share(
-            m.entry(access_key.to_string())
-                .or_insert_with(|| Arc::new(Semaphore::new(self.shared.per_key)))
-                .clone(),
-        )
+        Share(self.shared.shares.of(access_key))
     }
 
     /// Buffers one access key may hold at a time.
     pub fn per_key(&self) -> usize {
-        self.shared.per_key
+        self.shared.shares.per_key()
     }
 
     /// Buffers withdrawn because their work requests were never flushed.
