@@ -15,6 +15,7 @@ pub mod config;
 pub mod credentials_file;
 pub mod engine;
 pub mod metrics;
+pub mod post_object;
 pub mod proxy;
 pub mod rdma;
 pub mod s3err;

@@ -56,6 +56,10 @@ const PRESIGN_PARAMS: &[&str] = &[
     "x-amz-signedheaders",
     "x-amz-signature",
     "x-amz-security-token",
+    // Signature Version 2 query authentication.
+    "awsaccesskeyid",
+    "signature",
+    "expires",
 ];
 
 /// Forwards a verified request without an RDMA token to the store and

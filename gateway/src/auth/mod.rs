@@ -27,7 +27,9 @@
 mod canonical;
 mod chunked;
 mod error;
+pub mod post_form;
 mod sign;
+mod sigv2;
 mod verify;
 
 use std::collections::HashMap;
