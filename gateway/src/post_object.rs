@@ -6,13 +6,19 @@
 //! The body is parsed as it streams (multer): the fields before `file` are
 //! bounded ([`MAX_FIELDS_BYTES`] of names and values, [`MAX_PRELUDE`] raw
 //! bytes, [`MAX_FIELDS`] fields) and kept; the form is verified
-//! ([`crate::auth::post_form`]); then the `file` part streams into the
-//! gateway's own signed PUT to the store, never buffered whole (the parser
-//! is fed at most [`MAX_BATCH`] bytes per turn), its length checked against
-//! the policy's `content-length-range` as it goes: past the maximum, or
-//! short of the minimum at its end, the body fails, so the store keeps
-//! nothing, and the client gets 400 `EntityTooLarge` / `EntityTooSmall`.
-//! Fields after `file` are ignored, as S3 ignores them.
+//! ([`crate::auth::post_form`]); then the `file` part is read, the parser
+//! fed at most [`MAX_BATCH`] bytes per turn so that its buffer stays
+//! small, its length checked against the policy's `content-length-range`
+//! as it comes (400 `EntityTooLarge` at once past the maximum, 400
+//! `EntityTooSmall` short of the minimum). The store's PUT needs its
+//! `Content-Length`, which a form does not give: up to [`MAX_IN_MEMORY`]
+//! the file is kept in memory, beyond it in an unnamed temporary file
+//! (`$TMPDIR`), so the gateway's memory stays bounded whatever the size
+//! (at most [`MAX_OBJECT`], S3's single-PUT limit). Then the gateway's own
+//! signed PUT streams it to the store, with the form's `Content-Type`,
+//! `Cache-Control`, `Content-Disposition`, `x-amz-meta-*`, ... as headers.
+//! A refused form or file leaves nothing in the store. Fields after `file`
+//! are ignored, as S3 ignores them.
 //!
 //! The answer is S3's: `success_action_redirect` (303 to it with `bucket`,
 //! `key` and `etag` added to its query), else `success_action_status` 200,
@@ -21,7 +27,7 @@
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
@@ -30,8 +36,9 @@ use futures::Stream;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, ETAG, HOST, LOCATION};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, Version};
-use http_body::{Body as _, Frame, SizeHint};
+use http_body::Body as _;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
 
 use crate::auth::post_form::{self, FormFields};
 use crate::auth::{AuthSettings, Credentials};
@@ -53,6 +60,16 @@ pub const MAX_FIELDS: usize = 256;
 /// The most bytes handed to the parser in one turn: it buffers what it is
 /// given until it yields, so this bounds its buffer.
 pub const MAX_BATCH: usize = 256 << 10;
+
+/// The most of a file kept in memory; a larger one is spooled to an
+/// unnamed temporary file.
+pub const MAX_IN_MEMORY: usize = 1 << 20;
+
+/// The largest file accepted: S3's limit of a single PUT, 5 GiB.
+pub const MAX_OBJECT: u64 = 5 << 30;
+
+/// The chunks a spooled file is sent to the store in.
+const READ_CHUNK: usize = 256 << 10;
 
 /// The longest key S3 accepts, in bytes.
 const MAX_KEY: usize = 1024;
@@ -232,28 +249,15 @@ pub async fn serve(
         .map_err(|_| malformed("the key cannot be sent on"))?;
     *req.headers_mut() = object_headers(&fields)?;
 
-    let failure = FailureSlot::default();
-    let (min, max) = grant.length_range.unwrap_or((0, u64::MAX));
-    *req.body_mut() = Body::new(FileBody {
-        file: Box::pin(file),
-        min,
-        max,
-        sent: 0,
-        slot: failure.clone(),
-        done: false,
-    });
-    // The parser's other half is no longer needed; the file part holds the
-    // shared state it reads from.
+    let (min, max) = grant.length_range.unwrap_or((0, MAX_OBJECT));
+    let (spooled, len) = spool(file, min, max.min(MAX_OBJECT)).await?;
+    // The parser's other half is no longer needed.
     drop(form);
+    req.headers_mut()
+        .insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
+    *req.body_mut() = spooled.into_body(len);
 
     let sent = crate::metrics::upstream("PostObject", upstream.send(req, Payload::Unsigned)).await;
-    if let Some(e) = failure.take() {
-        if matches!(&sent, Ok(r) if r.status().is_success()) {
-            tracing::warn!(upstream = %upstream.describe(), code = e.code, "the POST file failed, yet the store answered with success");
-        }
-        tracing::info!(bucket, code = e.code, "POST upload refused while streaming");
-        return Err(e);
-    }
     let resp = sent.map_err(|err| {
         tracing::warn!(upstream = %upstream.describe(), error = %err, "store request failed");
         S3Error::bad_gateway("the store failed to answer the request")
@@ -327,7 +331,7 @@ fn answer(
         match fields.get("success_action_status") {
             Some("200") => (StatusCode::OK, Body::empty(), false),
             Some("201") => {
-                use quick_xml::escape::escape;
+                use quick_xml::escape::partial_escape as escape;
                 let xml = format!(
                     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<PostResponse><Location>{}</Location><Bucket>{}</Bucket><Key>{}</Key><ETag>{}</ETag></PostResponse>",
                     escape(location.as_str()),
@@ -487,98 +491,104 @@ impl Stream for Metered {
     }
 }
 
-/// The first error the file part yielded, as the client is to be answered.
-#[derive(Clone, Debug, Default)]
-struct FailureSlot(Arc<Mutex<Option<S3Error>>>);
+/// Where the file part was kept until its length is known: the store's
+/// PUT needs a `Content-Length` (S3 stores refuse a PUT without one).
+enum Spooled {
+    /// Up to [`MAX_IN_MEMORY`] bytes.
+    Memory(Vec<u8>),
+    /// Beyond: an unnamed temporary file (gone when closed), read from
+    /// its start.
+    File(tokio::fs::File),
+}
 
-impl FailureSlot {
-    fn record(&self, e: S3Error) {
-        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.is_none() {
-            *slot = Some(e);
+impl Spooled {
+    /// The request body of `len` bytes, read from the file in chunks of
+    /// [`READ_CHUNK`].
+    fn into_body(self, len: u64) -> Body {
+        match self {
+            Spooled::Memory(v) => Body::from(v),
+            Spooled::File(f) => {
+                let chunks = futures::stream::unfold((f, len), |(mut f, left)| async move {
+                    if left == 0 {
+                        return None;
+                    }
+                    let n = usize::try_from(left.min(READ_CHUNK as u64)).unwrap_or(READ_CHUNK);
+                    let mut buf = vec![0u8; n];
+                    match f.read_exact(&mut buf).await {
+                        Ok(_) => Some((
+                            Ok::<Bytes, std::io::Error>(Bytes::from(buf)),
+                            (f, left - n as u64),
+                        )),
+                        Err(e) => Some((Err(e), (f, 0))),
+                    }
+                });
+                Body::from_stream(chunks)
+            }
         }
-    }
-
-    fn take(&self) -> Option<S3Error> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }
 
-/// Why the file part was failed (the store's request then fails).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct FileRefused(String);
-
-/// The `file` part as the store's request body, its length held within
-/// `min..=max` (the policy's `content-length-range`).
-struct FileBody {
-    file: Pin<Box<multer::Field<'static>>>,
+/// Reads the `file` part whole into memory, or into a temporary file past
+/// [`MAX_IN_MEMORY`], its length held within `min..=max` (the policy's
+/// `content-length-range`, and S3's 5 GiB): past `max` it stops at once
+/// with 400 `EntityTooLarge`; short of `min` at its end, 400
+/// `EntityTooSmall`. The store has seen nothing either way.
+async fn spool(
+    mut file: multer::Field<'static>,
     min: u64,
     max: u64,
-    sent: u64,
-    slot: FailureSlot,
-    done: bool,
-}
-
-impl FileBody {
-    fn fail(&mut self, e: S3Error) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        self.done = true;
-        let msg = e.message.clone();
-        self.slot.record(e);
-        Poll::Ready(Some(Err(Box::new(FileRefused(msg)))))
-    }
-}
-
-impl http_body::Body for FileBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        if this.done {
-            return Poll::Ready(None);
+) -> Result<(Spooled, u64), S3Error> {
+    let mut len: u64 = 0;
+    let mut memory: Vec<u8> = Vec::new();
+    let mut disk: Option<tokio::fs::File> = None;
+    while let Some(chunk) = file.chunk().await.map_err(|e| parse_error(&e))? {
+        len = len
+            .checked_add(chunk.len() as u64)
+            .filter(|l| *l <= max)
+            .ok_or_else(|| {
+                S3Error::new(
+                    StatusCode::BAD_REQUEST,
+                    "EntityTooLarge",
+                    "Your proposed upload exceeds the maximum allowed size",
+                )
+            })?;
+        if disk.is_none() && memory.len() + chunk.len() > MAX_IN_MEMORY {
+            let f = tokio::task::spawn_blocking(tempfile::tempfile)
+                .await
+                .map_err(|_| S3Error::internal("the upload could not be spooled"))?
+                .map_err(|e| spool_failed(&e))?;
+            let mut f = tokio::fs::File::from_std(f);
+            f.write_all(&memory).await.map_err(|e| spool_failed(&e))?;
+            memory = Vec::new();
+            disk = Some(f);
         }
-        match this.file.as_mut().poll_next(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Ok(data))) => {
-                this.sent = this.sent.saturating_add(data.len() as u64);
-                if this.sent > this.max {
-                    return this.fail(S3Error::new(
-                        StatusCode::BAD_REQUEST,
-                        "EntityTooLarge",
-                        "Your proposed upload exceeds the maximum allowed size",
-                    ));
-                }
-                Poll::Ready(Some(Ok(Frame::data(data))))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                let s3 = parse_error(&e);
-                this.fail(s3)
-            }
-            Poll::Ready(None) => {
-                if this.sent < this.min {
-                    return this.fail(S3Error::new(
-                        StatusCode::BAD_REQUEST,
-                        "EntityTooSmall",
-                        "Your proposed upload is smaller than the minimum allowed size",
-                    ));
-                }
-                this.done = true;
-                Poll::Ready(None)
-            }
+        match &mut disk {
+            Some(f) => f.write_all(&chunk).await.map_err(|e| spool_failed(&e))?,
+            None => memory.extend_from_slice(&chunk),
         }
     }
-
-    fn is_end_stream(&self) -> bool {
-        self.done
+    if len < min {
+        return Err(S3Error::new(
+            StatusCode::BAD_REQUEST,
+            "EntityTooSmall",
+            "Your proposed upload is smaller than the minimum allowed size",
+        ));
     }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
+    match disk {
+        None => Ok((Spooled::Memory(memory), len)),
+        Some(mut f) => {
+            f.flush().await.map_err(|e| spool_failed(&e))?;
+            f.seek(std::io::SeekFrom::Start(0))
+                .await
+                .map_err(|e| spool_failed(&e))?;
+            Ok((Spooled::File(f), len))
+        }
     }
+}
+
+fn spool_failed(e: &std::io::Error) -> S3Error {
+    tracing::warn!(error = %e, "the POST upload could not be spooled to a temporary file");
+    S3Error::internal("the upload could not be spooled")
 }
 
 #[cfg(test)]
