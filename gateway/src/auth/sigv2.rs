@@ -113,8 +113,7 @@ pub(crate) fn verify_header(
     } else {
         header_text(parts, DATE.as_str())?
     };
-    let sts = string_to_sign(parts, &date_line, &pairs)?;
-    check(secret, &sts, signature.as_bytes())?;
+    check(secret, parts, &date_line, &pairs, signature.as_bytes())?;
     verified(parts, access_key)
 }
 
@@ -153,8 +152,7 @@ pub(crate) fn verify_query(
     let secret = creds
         .secret(access_key)
         .ok_or(AuthError::InvalidAccessKeyId)?;
-    let sts = string_to_sign(parts, expires_raw, pairs)?;
-    check(secret, &sts, signature)?;
+    check(secret, parts, expires_raw, pairs, signature)?;
     verified(parts, access_key)
 }
 
@@ -174,13 +172,31 @@ pub(crate) fn signature_matches(secret: &str, data: &[u8], given: &[u8]) -> bool
     computed.len() == given.len() && bool::from(computed.as_bytes().ct_eq(given))
 }
 
-fn check(secret: &str, sts: &str, given: &[u8]) -> Result<(), AuthError> {
+/// Checks `given` against the string to sign of the request; for a
+/// bucket's own path (`/bucket`), the resource `/bucket/` is accepted too:
+/// it is S3's canonical resource of a bucket addressed by its host, which
+/// botocore signs whatever the addressing.
+fn check(
+    secret: &str,
+    parts: &Parts,
+    date_line: &str,
+    pairs: &[(Vec<u8>, Vec<u8>)],
+    given: &[u8],
+) -> Result<(), AuthError> {
+    let path = parts.uri.path();
+    let sts = string_to_sign(parts, path, date_line, pairs)?;
     if signature_matches(secret, sts.as_bytes(), given) {
-        Ok(())
-    } else {
-        tracing::debug!("SigV2 signature does not match");
-        Err(AuthError::SignatureDoesNotMatch)
+        return Ok(());
     }
+    let bucket_only = path.len() > 1 && !path[1..].contains('/');
+    if bucket_only {
+        let sts = string_to_sign(parts, &format!("{path}/"), date_line, pairs)?;
+        if signature_matches(secret, sts.as_bytes(), given) {
+            return Ok(());
+        }
+    }
+    tracing::debug!("SigV2 signature does not match");
+    Err(AuthError::SignatureDoesNotMatch)
 }
 
 /// The request's time: `x-amz-date`, else `Date` (an HTTP date; an
@@ -212,10 +228,11 @@ fn header_text(parts: &Parts, name: &str) -> Result<String, AuthError> {
     }
 }
 
-/// The SigV2 string to sign; `date_line` is the `Date` header (header
-/// auth) or `Expires` (query auth).
+/// The SigV2 string to sign of the request at `path`; `date_line` is the
+/// `Date` header (header auth) or `Expires` (query auth).
 fn string_to_sign(
     parts: &Parts,
+    path: &str,
     date_line: &str,
     pairs: &[(Vec<u8>, Vec<u8>)],
 ) -> Result<String, AuthError> {
@@ -257,7 +274,7 @@ fn string_to_sign(
         }
     }
 
-    out.push_str(parts.uri.path());
+    out.push_str(path);
     let mut first = true;
     for name in SUB_RESOURCES {
         let Some((_, value)) = pairs.iter().find(|(k, _)| k == name.as_bytes()) else {
@@ -338,7 +355,7 @@ mod tests {
             "/awsexamplebucket1/photos/puppy.jpg",
             &[("date", "Tue, 27 Mar 2007 19:36:42 +0000")],
         );
-        let sts = string_to_sign(&p, "Tue, 27 Mar 2007 19:36:42 +0000", &[]).unwrap();
+        let sts = string_to_sign(&p, p.uri.path(), "Tue, 27 Mar 2007 19:36:42 +0000", &[]).unwrap();
         assert_eq!(
             sts,
             "GET\n\n\nTue, 27 Mar 2007 19:36:42 +0000\n/awsexamplebucket1/photos/puppy.jpg"
@@ -354,7 +371,7 @@ mod tests {
                 ("date", "Tue, 27 Mar 2007 21:15:45 +0000"),
             ],
         );
-        let sts = string_to_sign(&p, "Tue, 27 Mar 2007 21:15:45 +0000", &[]).unwrap();
+        let sts = string_to_sign(&p, p.uri.path(), "Tue, 27 Mar 2007 21:15:45 +0000", &[]).unwrap();
         assert_eq!(sign(SK, sts.as_bytes()), "iqRzw+ileNPu1fhspnRs8nOjjIA=");
 
         // Sub-resource: GET ?acl, with an x-amz-date (the Date line empty).
@@ -364,11 +381,43 @@ mod tests {
             &[("x-amz-date", "Tue, 27 Mar 2007 19:44:46 +0000")],
         );
         let pairs = canonical::query_pairs("acl");
-        let sts = string_to_sign(&p, "", &pairs).unwrap();
+        let sts = string_to_sign(&p, p.uri.path(), "", &pairs).unwrap();
         assert_eq!(
             sts,
             "GET\n\n\n\nx-amz-date:Tue, 27 Mar 2007 19:44:46 +0000\n/awsexamplebucket1/?acl"
         );
+    }
+
+    #[test]
+    fn a_bucket_signed_with_a_trailing_slash_verifies() {
+        let creds = Credentials::new(&[crate::config::KeyPair {
+            access_key: "AK".into(),
+            secret_key: SK.into(),
+        }]);
+        let date = httpdate::fmt_http_date(SystemTime::now());
+        let sts = format!("PUT\n\n\n{date}\n/bucket/");
+        let auth = format!("AK:{}", sign(SK, sts.as_bytes()));
+        let p = parts("PUT", "/bucket", &[("date", &date)]);
+        let v = verify_header(
+            &p,
+            &auth,
+            &creds,
+            &AuthSettings::default(),
+            SystemTime::now(),
+        );
+        assert_eq!(v.unwrap().access_key, "AK");
+        // Not for an object's path.
+        let sts = format!("PUT\n\n\n{date}\n/bucket/k/");
+        let auth = format!("AK:{}", sign(SK, sts.as_bytes()));
+        let p = parts("PUT", "/bucket/k", &[("date", &date)]);
+        let e = verify_header(
+            &p,
+            &auth,
+            &creds,
+            &AuthSettings::default(),
+            SystemTime::now(),
+        );
+        assert_eq!(e.unwrap_err().code(), "SignatureDoesNotMatch");
     }
 
     #[test]
@@ -384,7 +433,7 @@ mod tests {
             ],
         );
         let pairs = canonical::query_pairs(p.uri.query().unwrap());
-        let sts = string_to_sign(&p, "D", &pairs).unwrap();
+        let sts = string_to_sign(&p, p.uri.path(), "D", &pairs).unwrap();
         assert_eq!(
             sts,
             "PUT\nabc\n\nD\nx-amz-meta-a:1\nx-amz-meta-b:2,3\n/b/k?partNumber=2&uploadId=x+y"
