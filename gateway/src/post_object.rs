@@ -264,7 +264,9 @@ pub async fn serve(
     })?;
     if !resp.status().is_success() {
         // The store's own refusal (NoSuchBucket, ...), as it is.
-        return Ok(resp);
+        let (mut head, body) = resp.into_parts();
+        crate::proxy::remove_hop_by_hop(&mut head.headers);
+        return Ok(Response::from_parts(head, body));
     }
     let etag = resp.headers().get(ETAG).cloned();
     let version = resp.headers().get("x-amz-version-id").cloned();

@@ -345,7 +345,7 @@ pub fn forwardable_headers(headers: &HeaderMap) -> HeaderMap {
 }
 
 /// Removes hop-by-hop headers, and those `Connection` names, in place.
-fn remove_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()

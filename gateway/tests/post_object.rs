@@ -438,6 +438,30 @@ fn cases(gw: &ServerProc, embedded: bool) {
     let a = submit(&gw.url, bucket, &form, "f", b"x");
     refused(&a, 400, "MaxPostPreDataLengthExceededError", "large fields");
 
+    // A part head beyond the raw bound before the file.
+    let boundary = "bnd2";
+    let body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"x-ignore-a\"\r\nX-Pad: {}\r\n\r\nv\r\n--{boundary}--\r\n",
+        "p".repeat(70 << 10)
+    );
+    let a = post(&gw.url, bucket, boundary, body.into_bytes());
+    refused(
+        &a,
+        400,
+        "MaxPostPreDataLengthExceededError",
+        "a long part head",
+    );
+
+    // The file field's name is case-insensitive too.
+    let form = v4(bucket, "upper-file", &[]);
+    let (boundary, body) = form.body("f", b"upper", &[]);
+    let body = String::from_utf8(body)
+        .unwrap()
+        .replace("name=\"file\"", "name=\"File\"");
+    let a = post(&gw.url, bucket, &boundary, body.into_bytes());
+    assert_eq!(a.status.as_u16(), 204, "{}", a.text());
+    assert_object(&s3, "/forms/upper-file", b"upper");
+
     // SigV2 form: good, then a wrong signature.
     let form = Form::v2(bucket, "v2/obj", SK);
     let a = submit(&gw.url, bucket, &form, "f", b"signed v2");
