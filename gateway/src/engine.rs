@@ -105,11 +105,15 @@ impl Engine {
             }
         }
         // A browser-based upload: its signature is in the form.
-        if crate::post_object::is_post_object(&parts) {
+        if let Some(bucket) = crate::post_object::is_post_object(&parts)
+            .then(|| crate::post_object::path_bucket(&parts).map(str::to_string))
+            .flatten()
+        {
             return match crate::post_object::serve(
                 self.upstream.as_ref(),
                 &self.creds,
                 &self.auth,
+                &bucket,
                 parts,
                 body,
             )

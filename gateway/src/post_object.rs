@@ -130,28 +130,28 @@ pub fn is_post_object(parts: &Parts) -> bool {
                 .get(..19)
                 .is_some_and(|t| t.eq_ignore_ascii_case("multipart/form-data"))
         });
-    multipart && bucket_of(parts).is_some()
+    multipart && path_bucket(parts).is_some()
 }
 
-/// The bucket of `/bucket` or `/bucket/`.
-fn bucket_of(parts: &Parts) -> Option<&str> {
+/// The bucket of a path-style upload's path, `/bucket` or `/bucket/`.
+pub fn path_bucket(parts: &Parts) -> Option<&str> {
     let path = parts.uri.path().strip_prefix('/')?;
     let bucket = path.strip_suffix('/').unwrap_or(path);
     (!bucket.is_empty() && !bucket.contains('/') && !bucket.contains('%')).then_some(bucket)
 }
 
-/// Serves a browser-based upload (see the module's doc).
+/// Serves a browser-based upload to `bucket` (see the module's doc): the
+/// path's ([`path_bucket`]), or the one a virtual host names.
 pub async fn serve(
     upstream: &dyn Upstream,
     creds: &Credentials,
     settings: &AuthSettings,
+    bucket: &str,
     parts: Parts,
     body: Body,
 ) -> Result<Response<Body>, S3Error> {
     crate::metrics::request("PostObject", crate::metrics::PATH_HTTP);
-    let bucket = bucket_of(&parts)
-        .ok_or_else(|| malformed("the bucket of a POST upload is /<bucket>"))?
-        .to_string();
+    let bucket = bucket.to_string();
     let content_type = parts
         .headers
         .get(CONTENT_TYPE)
