@@ -104,6 +104,25 @@ impl Engine {
                 _ => {}
             }
         }
+        // A browser-based upload: its signature is in the form.
+        if let Some(bucket) = crate::post_object::is_post_object(&parts)
+            .then(|| crate::post_object::path_bucket(&parts).map(str::to_string))
+            .flatten()
+        {
+            return match crate::post_object::serve(
+                self.upstream.as_ref(),
+                &self.creds,
+                &self.auth,
+                &bucket,
+                parts,
+                body,
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(e) => e.into_response(&request_id),
+            };
+        }
         let verified = match auth::verify(&parts, &self.creds, &self.auth, SystemTime::now()) {
             Ok(v) => v,
             Err(e) => {

@@ -333,6 +333,7 @@ pub fn s3_operation(method: &Method, uri: &Uri, headers: &HeaderMap) -> &'static
             Method::DELETE if q.is_empty() => "DeleteBucket",
             Method::HEAD if q.is_empty() => "HeadBucket",
             Method::POST if has("delete") => "DeleteObjects",
+            Method::POST if q.is_empty() => "PostObject",
             _ => "Other",
         };
     }
@@ -369,6 +370,7 @@ mod tests {
         assert_eq!(op(Method::GET, "/b?uploads"), "ListMultipartUploads");
         assert_eq!(op(Method::GET, "/b?policy"), "Other");
         assert_eq!(op(Method::POST, "/b?delete"), "DeleteObjects");
+        assert_eq!(op(Method::POST, "/b"), "PostObject");
         assert_eq!(op(Method::GET, "/b/k"), "GetObject");
         assert_eq!(op(Method::GET, "/b/k?partNumber=2"), "GetObject");
         assert_eq!(
