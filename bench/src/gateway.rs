@@ -786,6 +786,7 @@ fn huge(env: &Env, size: u64, part: u64) -> anyhow::Result<HugeRow> {
             peak_kib: peak.max(end.peak_kib),
             end_kib: end.end_kib,
             hwm_kib: end.hwm_kib,
+            ..end
         },
     })
 }
@@ -1158,9 +1159,9 @@ fn render(r: &Report<'_>) -> String {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "| path | op | ok | errors | seconds | GiB/s | p50 (ms) | p99 (ms) | gateway peak RSS (MiB) | peak − pool (MiB) | peak within pool + {MEMORY_SLACK_MIB} MiB |"
+            "| path | op | ok | errors | seconds | GiB/s | p50 (ms) | p99 (ms) | gateway peak RSS (MiB) | peak − pool (MiB) | peak within pool + {MEMORY_SLACK_MIB} MiB | gateway threads, peak (own + soft provider's) |"
         );
-        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|---|---|");
         for row in &res.concurrency {
             let over = mib(row.memory.peak_kib) - pool_mib as f64;
             let within = match row.way {
@@ -1172,7 +1173,7 @@ fn render(r: &Report<'_>) -> String {
             };
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {:.2} | {:.3} | {:.1} | {:.1} | {:.0} | {:.0} | {} |",
+                "| {} | {} | {} | {} | {:.2} | {:.3} | {:.1} | {:.1} | {:.0} | {:.0} | {} | {} |",
                 row.way.label(),
                 if row.put { "PUT" } else { "GET" },
                 row.ok,
@@ -1183,13 +1184,17 @@ fn render(r: &Report<'_>) -> String {
                 quantile(&row.lat_ms, 0.99),
                 mib(row.memory.peak_kib),
                 over,
-                within
+                within,
+                match row.way {
+                    Way::Direct => "n/a".to_string(),
+                    _ => format!("{} + {}", row.memory.threads_own, row.memory.threads_soft),
+                }
             );
         }
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "The gateway's memory is sampled per phase; it does not shrink between phases (the allocator keeps what it had), so a phase's peak is at least the previous one's. RDMA runs first."
+            "The gateway's memory is sampled per phase; it does not shrink between phases (the allocator keeps what it had), so a phase's peak is at least the previous one's. RDMA runs first. Threads are sampled with the memory: the gateway's own (its runtime's workers, blocking pool, sweeper, metrics) and the software provider's (`soft-*`: per QP an engine and a receiver, per incoming connection a responder; a NIC has none)."
         );
         let verified: usize = res.concurrency.iter().map(|r| r.verified).sum();
         let _ = writeln!(o);

@@ -1,6 +1,8 @@
 //! Sampling another process's memory from `/proc/<pid>/status`: `VmRSS`
 //! every period in a thread of its own, with the peak of the current
-//! window, and the kernel's own peak (`VmHWM`).
+//! window, and the kernel's own peak (`VmHWM`); and its threads, with the
+//! window's peak of those that are its own and those of the software RDMA
+//! provider (named `soft-*`, which stand for a NIC's queues).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,11 +33,26 @@ pub fn status(pid: u32) -> Option<Status> {
     })
 }
 
+/// Threads of `pid`: (its own, the software provider's `soft-*`).
+pub fn threads(pid: u32) -> Option<(u64, u64)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let (mut own, mut soft) = (0, 0);
+    for t in tasks.flatten() {
+        match std::fs::read_to_string(t.path().join("comm")) {
+            Ok(c) if c.starts_with("soft-") => soft += 1,
+            Ok(_) => own += 1,
+            Err(_) => {}
+        }
+    }
+    Some((own, soft))
+}
+
 #[derive(Debug, Default)]
 struct State {
     last: Status,
     window_start: u64,
     window_peak: u64,
+    window_threads: (u64, u64),
     samples: u64,
 }
 
@@ -51,6 +68,10 @@ pub struct Window {
     pub end_kib: u64,
     /// `VmHWM` when it ended.
     pub hwm_kib: u64,
+    /// The most threads of its own sampled in it.
+    pub threads_own: u64,
+    /// The most threads of the software provider sampled in it.
+    pub threads_soft: u64,
 }
 
 /// The sampling thread; stopped on drop.
@@ -73,9 +94,14 @@ impl Sampler {
             .spawn(move || {
                 while !s.load(Ordering::Relaxed) {
                     if let Some(now) = status(pid) {
+                        let t = threads(pid);
                         let mut g = st.lock().unwrap_or_else(|e| e.into_inner());
                         g.last = now;
                         g.window_peak = g.window_peak.max(now.rss_kib);
+                        if let Some((own, soft)) = t {
+                            g.window_threads.0 = g.window_threads.0.max(own);
+                            g.window_threads.1 = g.window_threads.1.max(soft);
+                        }
                         g.samples += 1;
                     }
                     std::thread::sleep(period);
@@ -104,6 +130,7 @@ impl Sampler {
         let mut g = self.lock();
         g.window_start = now.rss_kib;
         g.window_peak = now.rss_kib;
+        g.window_threads = threads(self.pid).unwrap_or_default();
     }
 
     /// The window so far.
@@ -116,6 +143,8 @@ impl Sampler {
             peak_kib: g.window_peak,
             end_kib: now.rss_kib,
             hwm_kib: now.hwm_kib,
+            threads_own: g.window_threads.0,
+            threads_soft: g.window_threads.1,
         }
     }
 

@@ -24,6 +24,10 @@ use std::time::{Duration, Instant};
 
 /// Unacknowledged WRITE/SEND segments in flight per QP.
 pub(crate) const WINDOW: i32 = 8;
+/// The smallest request the same-host path carries: below it, the grant's
+/// extra round trip costs more than the copy it saves, and the stream is
+/// faster.
+pub(crate) const CMA_MIN: u64 = 64 << 10;
 
 /// Starts the engine for generation `gen`.
 pub(crate) fn start(qp: Arc<QpInner>, gen: u64) -> Result<()> {
@@ -337,7 +341,7 @@ fn next_packet(g: &mut QpCore, cma: bool) -> Option<Outgoing> {
             req.va = remote.addr.wrapping_add(off);
             req.seg_len = 0;
             req.msg_len = a.len - off;
-            if cma && req.msg_len > 0 {
+            if cma && req.msg_len >= CMA_MIN {
                 req.flags |= FLAG_CMA;
                 by_cma = true;
             }
@@ -367,13 +371,13 @@ fn next_packet(g: &mut QpCore, cma: bool) -> Option<Outgoing> {
                 }
                 SendOp::RdmaRead(_) => ReqOp::ReadReq,
             };
-            next = if cma && matches!(op, SendOp::RdmaWrite(_)) && a.len > 0 {
-                // Whole segments, as many as the window has room for.
-                let room = (WINDOW - psn::diff(g.send_psn, g.una)).max(1) as u32;
-                let n = (a.nsegs - k).min(room);
-                let covered = (u64::from(n) * u64::from(SEGMENT))
-                    .min(a.len - off)
-                    .min(MAX_CMA_WRITE);
+            // Whole segments, as many as the window has room for.
+            let room = (WINDOW - psn::diff(g.send_psn, g.una)).max(1) as u32;
+            let n = (a.nsegs - k).min(room);
+            let covered = (u64::from(n) * u64::from(SEGMENT))
+                .min(a.len - off)
+                .min(MAX_CMA_WRITE);
+            next = if cma && matches!(op, SendOp::RdmaWrite(_)) && covered >= CMA_MIN {
                 req.flags |= FLAG_CMA;
                 if k + n == a.nsegs {
                     req.flags |= FLAG_LAST;
