@@ -113,6 +113,12 @@ impl Engine {
                     .into_response(&request_id);
             }
         };
+        // A virtual-hosted request (verified as it was signed: Host and
+        // path as sent) is served from here on as its path-style form.
+        let mut parts = parts;
+        if let Err(e) = to_path_style(&mut parts, &self.server.domains) {
+            return e.into_response(&request_id);
+        }
         // Two tokens would leave it to chance which one is served (and
         // signed as "a,b", neither is what was signed alone).
         if parts
@@ -180,6 +186,32 @@ impl Engine {
             }
         }
     }
+}
+
+/// Rewrites the URI of a virtual-hosted request (`Host:
+/// bucket.<domain>`, path `/key`) to `/bucket/key`, the query kept; a
+/// path-style request is left as it is.
+fn to_path_style(parts: &mut http::request::Parts, domains: &[String]) -> Result<(), S3Error> {
+    if domains.is_empty() {
+        return Ok(());
+    }
+    let host = parts
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str()));
+    let pq = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let Some(rewritten) = crate::s3op::path_style(host, pq, domains) else {
+        return Ok(());
+    };
+    parts.uri = http::Uri::try_from(rewritten).map_err(|_| {
+        S3Error::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidURI",
+            "the virtual-hosted request has no path-style form".to_string(),
+        )
+    })?;
+    Ok(())
 }
 
 /// Liveness: the process serves requests.

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod proxy;
 pub mod rdma;
 pub mod s3err;
+pub mod s3op;
 pub mod server;
 pub mod trim;
 pub mod upstream;

@@ -27,8 +27,9 @@ pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934c
 const MAX_UNIX: u64 = 253_402_300_799;
 
 /// Headers never signed besides the hop-by-hop ones ([`crate::HOP_BY_HOP`]:
-/// a proxy may change them): those aws-sigv4 leaves out by default.
-const UNSIGNED_HEADERS: &[&str] = &[
+/// a proxy may change them): those aws-sigv4 leaves out by default, and
+/// the two the signer sets itself (signed as it sets them).
+pub const UNSIGNED_HEADERS: &[&str] = &[
     "authorization",
     "expect",
     "user-agent",
@@ -68,6 +69,29 @@ pub fn in_signable_range(t: SystemTime) -> bool {
         .is_ok_and(|d| d.as_secs() <= MAX_UNIX)
 }
 
+/// Adds a `Host` header from `uri` when `headers` have none (the port left
+/// out when it is the scheme's default, as hyper does).
+pub fn ensure_host(uri: &Uri, headers: &mut HeaderMap) -> Result<(), SignError> {
+    if headers.contains_key(HOST) {
+        return Ok(());
+    }
+    let host = uri.host().ok_or_else(|| {
+        SignError::new("the request has neither a Host header nor an absolute URI")
+    })?;
+    let default_port = match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") | None => Some(80),
+        Some(_) => None,
+    };
+    let value = match uri.port_u16() {
+        Some(p) if Some(p) != default_port => format!("{host}:{p}"),
+        _ => host.to_string(),
+    };
+    let value = HeaderValue::from_str(&value).map_err(|_| SignError::new("invalid host"))?;
+    headers.insert(HOST, value);
+    Ok(())
+}
+
 /// Signs an outbound request in place with aws-sigv4, S3 settings
 /// (`percent_encoding_mode = Single`, `uri_path_normalization_mode =
 /// Disabled`, `payload_checksum_kind = XAmzSha256`), with `payload_hash`
@@ -103,22 +127,7 @@ pub fn sign_headers(
         return Err(SignError::new("empty access key or region"));
     }
 
-    if !headers.contains_key(HOST) {
-        let host = uri.host().ok_or_else(|| {
-            SignError::new("the request has neither a Host header nor an absolute URI")
-        })?;
-        let default_port = match uri.scheme_str() {
-            Some("https") => Some(443),
-            Some("http") | None => Some(80),
-            Some(_) => None,
-        };
-        let value = match uri.port_u16() {
-            Some(p) if Some(p) != default_port => format!("{host}:{p}"),
-            _ => host.to_string(),
-        };
-        let value = HeaderValue::from_str(&value).map_err(|_| SignError::new("invalid host"))?;
-        headers.insert(HOST, value);
-    }
+    ensure_host(uri, headers)?;
     for name in [AUTHORIZATION.as_str(), "x-amz-date", "x-amz-content-sha256"] {
         headers.remove(name);
     }

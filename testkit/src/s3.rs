@@ -276,6 +276,18 @@ impl S3 {
             .unwrap_or_else(|e| panic!("GET {}{path}: {e}", self.url))
     }
 
+    /// An unsigned GET with `headers` (a presigned URL's `Host`, ...);
+    /// panics when no answer comes.
+    pub fn get_unsigned_with(&self, path: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut req = Request::get(format!("{}{path}", self.url));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Body::empty()).unwrap();
+        self.request(req)
+            .unwrap_or_else(|e| panic!("GET {}{path}: {e}", self.url))
+    }
+
     /// Creates `bucket`; panics unless it is created.
     pub fn create_bucket(&self, bucket: &str) {
         let a = self.put_plain(&format!("/{bucket}"), Vec::new());
