@@ -120,7 +120,9 @@ pub struct CommonArgs {
     )]
     pub domain: Vec<String>,
     /// Clock skew allowed between a signed request's date and the
-    /// gateway's clock (beyond it: 403 RequestTimeTooSkewed).
+    /// gateway's clock (beyond it: 403 RequestTimeTooSkewed; a presigned
+    /// URL dated that far ahead: 403 AccessDenied "Request is not valid
+    /// yet").
     #[arg(long, env = "HIPOBJ_MAX_CLOCK_SKEW", default_value = "15m", value_parser = positive_duration, value_name = "DURATION")]
     pub max_clock_skew: Duration,
     /// How long a request head may take to arrive, from its first byte (or

@@ -103,7 +103,7 @@ pub fn ensure_host(uri: &Uri, headers: &mut HeaderMap) -> Result<(), SignError> 
 /// is added from the URI when there is none (the port left out when it is
 /// the scheme's default, as hyper does). The raw path is signed as given.
 /// Every header but the hop-by-hop ones is signed, so set them all before
-/// signing. Header values must be ASCII.
+/// signing. Header values must be UTF-8.
 #[allow(clippy::too_many_arguments)]
 pub fn sign_headers(
     method: &Method,
@@ -154,9 +154,9 @@ pub fn sign_headers(
         if UNSIGNED_HEADERS.contains(&name.as_str()) || crate::HOP_BY_HOP.contains(&name.as_str()) {
             continue;
         }
-        let value = value
-            .to_str()
-            .map_err(|_| SignError::new(format!("the value of header {name} is not ASCII")))?;
+        // UTF-8 (x-amz-meta-* may carry it): aws-sigv4 signs its bytes.
+        let value = std::str::from_utf8(value.as_bytes())
+            .map_err(|_| SignError::new(format!("the value of header {name} is not UTF-8")))?;
         list.push((name.as_str(), value));
     }
     let uri_text = uri.to_string();
@@ -305,7 +305,17 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("x-amz-meta-x", HeaderValue::from_bytes(b"\xff").unwrap());
         let e = sign_at("http://h/", &mut h, EMPTY_SHA256).unwrap_err();
-        assert!(e.to_string().contains("not ASCII"), "{e}");
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
+        // UTF-8 is signed, as it is.
+        let mut h = HeaderMap::new();
+        let v = "caf\u{e9} \u{2615}";
+        h.insert(
+            "x-amz-meta-x",
+            HeaderValue::from_bytes(v.as_bytes()).unwrap(),
+        );
+        sign_at("http://h/", &mut h, EMPTY_SHA256).unwrap();
+        assert_eq!(h["x-amz-meta-x"].as_bytes(), v.as_bytes());
+        assert!(h[AUTHORIZATION].to_str().unwrap().contains("x-amz-meta-x"));
     }
 
     #[test]

@@ -20,14 +20,16 @@ use super::AuthError;
 /// header; a `Host` header is added from the URI when it has none (the port
 /// left out when it is the scheme's default, as hyper does). The raw path is
 /// signed as given. Every header but the hop-by-hop ones is signed, so set
-/// them all before signing. Header values must be ASCII.
+/// them all before signing. Header values are signed as the bytes they
+/// are.
 ///
 /// A thin wrapper of [`hipobj_net::sigv4::sign_headers`]; its errors are
-/// [`AuthError::Signing`]. aws-sigv4 takes visible-ASCII header values
-/// only; a request with other bytes in a header value (UTF-8 in
-/// `x-amz-meta-*`, which S3 accepts and a client signs as raw bytes) is
-/// signed here over the raw bytes instead, with the canonical request the
-/// verifier builds ([`sign_raw`]).
+/// [`AuthError::Signing`]. aws-sigv4 takes header values as text (UTF-8,
+/// which `x-amz-meta-*` may carry: S3 accepts it and a client signs its
+/// bytes); a request with a header value that is not UTF-8 (Latin-1 from a
+/// raw client) is signed here over the raw bytes instead, with the
+/// canonical request the verifier builds ([`sign_raw`]), so that what the
+/// client signed reaches the store signed over the same bytes.
 pub fn sign_request(
     req: &mut http::Request<crate::body::Body>,
     access_key: &str,
@@ -36,7 +38,11 @@ pub fn sign_request(
     payload_hash: &str,
     now: SystemTime,
 ) -> Result<(), AuthError> {
-    if req.headers().values().any(|v| v.to_str().is_err()) {
+    if req
+        .headers()
+        .values()
+        .any(|v| std::str::from_utf8(v.as_bytes()).is_err())
+    {
         return sign_raw(req, access_key, secret_key, region, payload_hash, now);
     }
     let method = req.method().clone();
@@ -55,8 +61,7 @@ pub fn sign_request(
 }
 
 /// SigV4 in S3's mode over raw header bytes: what aws-sigv4 computes for
-/// visible-ASCII values (the tests check both agree), for values that are
-/// not. The path is signed as given, the query decoded and re-encoded,
+/// UTF-8 values (the tests check both agree), for values that are not. The path is signed as given, the query decoded and re-encoded,
 /// every header signed but the hop-by-hop ones and those aws-sigv4 leaves
 /// out.
 pub(crate) fn sign_raw(
@@ -162,7 +167,7 @@ mod tests {
     const HASH: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
     #[test]
-    fn raw_signing_agrees_with_aws_sigv4_on_ascii() {
+    fn raw_signing_agrees_with_aws_sigv4_on_utf8() {
         let now = UNIX_EPOCH + Duration::from_secs(NOW);
         for (uri, headers) in [
             (
@@ -222,6 +227,15 @@ mod tests {
         }]);
         let (parts, _) = req.into_parts();
         verify(&parts, &creds, &AuthSettings::default(), now).unwrap();
+        // Latin-1 (not UTF-8) is signed over its bytes too.
+        let mut req = request("http://h:9000/b/k", &[]);
+        req.headers_mut().insert(
+            "x-amz-meta-name",
+            HeaderValue::from_bytes(b"caf\xe9").unwrap(),
+        );
+        sign_request(&mut req, "AK", "SK", "us-east-1", HASH, now).unwrap();
+        let (latin1, _) = req.into_parts();
+        verify(&latin1, &creds, &AuthSettings::default(), now).unwrap();
         // Changing a byte breaks it.
         let mut parts = parts;
         parts.headers.insert(
