@@ -648,3 +648,121 @@ def test_boto3_virtual_hosted(store, gateway, resolve_localhost_names):
     client.delete_bucket(Bucket=bucket)
     a = direct.send("HEAD", "/{b}")
     assert a.status == 404
+
+
+# --------------------------------------------------------------------------
+# What boto3 itself sends (aws-chunked bodies with trailing checksums, its
+# transfer manager's multipart uploads, presigned PUTs), to both sides.
+
+
+def _boto3(url, access, secret, **s3):
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=url,
+        aws_access_key_id=access,
+        aws_secret_access_key=secret,
+        region_name=REGION,
+        config=Config(
+            s3={"addressing_style": "path", **s3},
+            signature_version="s3v4",
+            retries={"max_attempts": 1, "mode": "standard"},
+        ),
+    )
+
+
+def _force_trailer_checksums(client):
+    """PutObject and UploadPart with the checksum in an aws-chunked trailer
+    (`STREAMING-UNSIGNED-PAYLOAD-TRAILER`), as botocore sends over https."""
+
+    def force(params, **_):
+        algorithm = params["context"].get("checksum", {}).get("request_algorithm")
+        if isinstance(algorithm, dict):
+            algorithm["in"] = "trailer"
+
+    client.meta.events.register("before-call.s3.PutObject", force)
+    client.meta.events.register("before-call.s3.UploadPart", force)
+
+
+def _meta(r):
+    h = r["ResponseMetadata"]["HTTPHeaders"]
+    keep = {k: v for k, v in h.items() if k == "etag" or k.startswith("x-amz-checksum-") or k.startswith("x-amz-meta-")}
+    return r["ResponseMetadata"]["HTTPStatusCode"], keep
+
+
+def _without_checksums(answer):
+    status, headers = answer
+    return status, {k: v for k, v in headers.items() if not k.startswith("x-amz-checksum-")}
+
+
+def _trailer_puts(client, bucket):
+    """PutObject with each checksum in an aws-chunked trailer, then HEAD
+    with ChecksumMode: the answers."""
+    client.create_bucket(Bucket=bucket)
+    _force_trailer_checksums(client)
+    data = bytes(range(256)) * 4099
+    out = []
+    for algorithm in (None, "CRC32", "SHA1", "SHA256"):
+        extra = {} if algorithm is None else {"ChecksumAlgorithm": algorithm}
+        out.append(_meta(client.put_object(Bucket=bucket, Key=f"t-{algorithm}", Body=data, **extra)))
+        out.append(_meta(client.head_object(Bucket=bucket, Key=f"t-{algorithm}", ChecksumMode="ENABLED")))
+    for algorithm in (None, "CRC32", "SHA1", "SHA256"):
+        client.delete_object(Bucket=bucket, Key=f"t-{algorithm}")
+    client.delete_bucket(Bucket=bucket)
+    return out
+
+
+def test_boto3_trailer_checksums_same_but_the_checksum(store, gateway):
+    """aws-chunked bodies with a trailing checksum: same status and ETag;
+    the checksum itself is checked by the gateway (400 BadDigest on a
+    mismatch) but not passed on to the store (test below)."""
+    endpoint, access, secret = store
+    tag = uuid.uuid4().hex[:10]
+    want = _trailer_puts(_boto3(endpoint, access, secret), f"difft-{tag}-s")
+    got = _trailer_puts(_boto3(gateway, *GATEWAY_KEY), f"difft-{tag}-g")
+    assert [_without_checksums(g) for g in got] == [_without_checksums(w) for w in want]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (docs/protocol.md): the gateway decodes an aws-chunked body and checks its "
+    "trailing checksum, but forwards the body without it, so the store neither echoes nor "
+    "records the checksum",
+)
+def test_boto3_trailer_checksums_reach_the_store(store, gateway):
+    endpoint, access, secret = store
+    tag = uuid.uuid4().hex[:10]
+    want = _trailer_puts(_boto3(endpoint, access, secret), f"diffx-{tag}-s")
+    got = _trailer_puts(_boto3(gateway, *GATEWAY_KEY), f"diffx-{tag}-g")
+    assert got == want
+
+
+def _boto3_session(client, bucket, tmp_path):
+    from boto3.s3.transfer import TransferConfig
+
+    out = []
+    client.create_bucket(Bucket=bucket)
+    data = bytes(range(256)) * 4099
+    src = tmp_path / f"{bucket}.bin"
+    src.write_bytes(data * 5)
+    cfg = TransferConfig(multipart_threshold=5 * MIB, multipart_chunksize=5 * MIB, max_concurrency=2)
+    client.upload_file(str(src), bucket, "multi", Config=cfg)
+    out.append(_meta(client.head_object(Bucket=bucket, Key="multi")))
+    url = client.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": "pre"}, ExpiresIn=60)
+    with urllib.request.urlopen(urllib.request.Request(url, data=b"presigned", method="PUT")) as r:
+        out.append((r.status, {"etag": r.headers.get("etag")}))
+    out.append(_meta(client.head_object(Bucket=bucket, Key="pre")))
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for obj in page.get("Contents", []):
+            client.delete_object(Bucket=bucket, Key=obj["Key"])
+    client.delete_bucket(Bucket=bucket)
+    return out
+
+
+def test_boto3_same_answers(store, gateway, tmp_path):
+    endpoint, access, secret = store
+    tag = uuid.uuid4().hex[:10]
+    want = _boto3_session(_boto3(endpoint, access, secret), f"diffb-{tag}-s", tmp_path)
+    got = _boto3_session(_boto3(gateway, *GATEWAY_KEY), f"diffb-{tag}-g", tmp_path)
+    assert len(got) == len(want)
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert g == w, f"step {i}: store {w}\ngateway {g}"
