@@ -170,13 +170,15 @@ impl Engine {
                     _ => Payload::Unsigned,
                 };
                 let decoded_length = verified.decoded_length;
-                let body = auth::decode_body(&verified, body);
-                match crate::proxy::forward(
+                let checksum = trailing_checksum(&verified);
+                let (body, trailers) = auth::decode_body_with_trailers(&verified, body);
+                match crate::proxy::forward_with_trailer(
                     self.upstream.as_ref(),
                     parts,
                     body,
                     decoded_length,
                     payload,
+                    checksum.map(|a| (a, trailers)),
                 )
                 .await
                 {
@@ -185,6 +187,22 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+/// The checksum an aws-chunked body carries in its trailer, when it carries
+/// exactly one trailing header and that is a checksum (`x-amz-trailer:
+/// x-amz-checksum-*`): passed on to the store in a trailer of its own.
+fn trailing_checksum(verified: &auth::Verified) -> Option<crate::checksum::Algorithm> {
+    let chunked = matches!(
+        verified.body,
+        BodyMode::ChunkedSigned { trailer: true } | BodyMode::ChunkedUnsigned
+    );
+    match verified.declared_trailers() {
+        [one] if chunked && verified.decoded_length.is_some() => {
+            crate::checksum::Algorithm::from_header(one)
+        }
+        _ => None,
     }
 }
 

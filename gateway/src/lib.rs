@@ -17,6 +17,7 @@ pub mod engine;
 pub mod metrics;
 pub mod proxy;
 pub mod rdma;
+pub mod rechunk;
 pub mod s3err;
 pub mod s3op;
 pub mod server;
