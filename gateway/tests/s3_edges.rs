@@ -7,6 +7,9 @@
 //!   store answers them (RFC 2047-encoded, as S3 does), the same through
 //!   the gateway as straight from the store (embedded store; `s3s-fs` when
 //!   one is there, as `external_upstream.rs` finds it);
+//! - aws-chunked bodies with a trailing checksum (every algorithm): the
+//!   checksum reaches the store, which echoes and records it; a wrong one
+//!   is 400 `BadDigest` and nothing is stored;
 //! - virtual-hosted-style requests with `--domain`: RDMA PUT and GET with
 //!   the client library, plain GET and listing, and the metrics counting
 //!   the operations as path-style ones are counted.
@@ -381,4 +384,137 @@ fn virtual_hosted_requests_with_domain_use_rdma() {
     let a = s3.get_unsigned_with(&pq, &[("host", &host)]);
     assert_eq!(a.status, StatusCode::OK, "{}", a.text());
     assert!(a.body == data);
+}
+
+/// A PUT of `data` as aws-chunked without chunk signatures, its checksum
+/// (`algorithm`, value `value`) in the trailer, signed with `keys`.
+fn put_with_trailer(
+    s3: &S3,
+    keys: (&str, &str),
+    path: &str,
+    data: &[u8],
+    algorithm: hipobj_gateway::checksum::Algorithm,
+    value: &str,
+) -> Answer {
+    let name = algorithm.header();
+    let mut body = Vec::new();
+    for piece in data.chunks(10_000) {
+        body.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        body.extend_from_slice(piece);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("0\r\n{name}:{value}\r\n\r\n").as_bytes());
+    let mut req = http::Request::builder()
+        .method(Method::PUT)
+        .uri(format!("{}{path}", s3.url))
+        .header("content-encoding", "aws-chunked")
+        .header("x-amz-decoded-content-length", data.len())
+        .header("x-amz-trailer", name)
+        .header("content-length", body.len())
+        .body(hipobj_gateway::body::Body::from(body))
+        .unwrap();
+    hipobj_gateway::auth::sign_request(
+        &mut req,
+        keys.0,
+        keys.1,
+        REGION,
+        "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+        SystemTime::now(),
+    )
+    .unwrap();
+    s3.request(req).unwrap()
+}
+
+fn checksum_of(a: hipobj_gateway::checksum::Algorithm, data: &[u8]) -> String {
+    let mut h = hipobj_gateway::checksum::Hasher::new(a);
+    h.update(data);
+    h.finish()
+}
+
+/// A trailing checksum through `gw` (and straight to `direct`): echoed by
+/// the PUT, recorded for HEAD with checksum mode, a wrong one refused.
+fn trailing_checksums_reach_the_store(gw: &S3, direct: Option<(&S3, (&str, &str))>, bucket: &str) {
+    use hipobj_gateway::checksum::Algorithm;
+    let data = pattern(11, 200_000);
+    for a in [
+        Algorithm::Crc32,
+        Algorithm::Crc32c,
+        Algorithm::Sha1,
+        Algorithm::Sha256,
+        Algorithm::Crc64Nvme,
+    ] {
+        let value = checksum_of(a, &data);
+        let path = format!("/{bucket}/trailer-{}", a.name());
+        let mut answers = vec![(
+            "gateway",
+            put_with_trailer(gw, (AK, SK), &path, &data, a, &value),
+        )];
+        if let Some((d, keys)) = direct {
+            let p = format!("{path}-direct");
+            answers.push(("store", put_with_trailer(d, keys, &p, &data, a, &value)));
+        }
+        for (via, put) in &answers {
+            assert_eq!(
+                put.status,
+                StatusCode::OK,
+                "{a:?} via {via}: {}",
+                put.text()
+            );
+            assert_eq!(
+                put.header(a.header()).as_deref(),
+                Some(value.as_str()),
+                "{a:?} via {via}"
+            );
+        }
+        let head = gw.send(
+            Method::HEAD,
+            &path,
+            &[("x-amz-checksum-mode", "ENABLED")],
+            Vec::new(),
+            false,
+        );
+        assert_eq!(
+            head.header(a.header()).as_deref(),
+            Some(value.as_str()),
+            "{a:?} HEAD"
+        );
+        assert_object(gw, &path, &data);
+        // A wrong checksum: the gateway's 400 BadDigest, nothing stored.
+        let wrong = checksum_of(a, b"another body");
+        let bad = format!("/{bucket}/bad-{}", a.name());
+        let put = put_with_trailer(gw, (AK, SK), &bad, &data, a, &wrong);
+        assert_eq!(put.status, StatusCode::BAD_REQUEST, "{}", put.text());
+        assert_eq!(put.code().as_deref(), Some("BadDigest"));
+        hipobj_testkit::assert_absent(gw, &bad);
+    }
+}
+
+#[test]
+fn trailing_checksums_reach_the_embedded_store() {
+    let gw = gateway_with(gateway_bin(), &[], &[]);
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("trailers");
+    trailing_checksums_reach_the_store(&s3, None, "trailers");
+}
+
+#[test]
+fn trailing_checksums_reach_s3s_fs() {
+    let Some((store, _fs)) = external_store("trailing_checksums_reach_s3s_fs") else {
+        return;
+    };
+    let mut args = store.gateway_args();
+    args.push("--upstream-drop-encoding-type".into());
+    let env = store.gateway_env();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let gateway = gateway_with(gateway_bin(), &args, &env);
+    let gw = S3::new(&gateway.url);
+    let direct = store.s3();
+    let bucket = unique("trailer");
+    gw.create_bucket(&bucket);
+    trailing_checksums_reach_the_store(
+        &gw,
+        Some((&direct, (&store.access_key, &store.secret_key))),
+        &bucket,
+    );
 }

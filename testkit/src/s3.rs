@@ -236,7 +236,8 @@ impl S3 {
         })
     }
 
-    fn request(&self, req: Request<Body>) -> Result<Answer, String> {
+    /// Sends a prepared (signed) request; its answer, its body read whole.
+    pub fn request(&self, req: Request<Body>) -> Result<Answer, String> {
         self.rt.block_on(async {
             let resp = self
                 .client
