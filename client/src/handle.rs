@@ -412,7 +412,10 @@ mod tests {
             hip: Arc::new(NoHip),
             rdma: Arc::new(SoftProvider::new(
                 vec![std::net::Ipv4Addr::LOCALHOST],
-                SoftConfig { timeout_scale: 0.1 },
+                SoftConfig {
+                    timeout_scale: 0.1,
+                    ..SoftConfig::from_env()
+                },
             )),
             topology: Arc::new(FakeTopology::default()),
         };

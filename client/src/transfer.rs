@@ -540,7 +540,10 @@ mod tests {
     fn soft() -> Arc<SoftProvider> {
         Arc::new(SoftProvider::new(
             vec![Ipv4Addr::LOCALHOST],
-            SoftConfig { timeout_scale: 0.1 },
+            SoftConfig {
+                timeout_scale: 0.1,
+                ..SoftConfig::from_env()
+            },
         ))
     }
 

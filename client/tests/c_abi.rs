@@ -13,8 +13,10 @@ use std::process::{Child, Command, Output, Stdio};
 
 const STRICT: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic"];
 
-/// Where cargo put `libhipobj.so`: `target/<profile>` after `cargo build`,
-/// `target/<profile>/deps` when it was only built for the tests.
+/// Where cargo put `libhipobj.so`: `target/<profile>/deps` when it was
+/// built for these tests, `target/<profile>` after a `cargo build`; the
+/// newer of the two when both are there (a `cargo build` from before the
+/// last change leaves a stale copy in `target/<profile>`).
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     // target/<profile>/deps/c_abi-<hash>
@@ -22,9 +24,16 @@ fn lib_dir() -> PathBuf {
         .parent()
         .expect("the test binary lives in target/<profile>/deps");
     let profile = deps.parent().expect("target/<profile>");
-    let found = [profile, deps]
+    let modified = |d: &Path| {
+        std::fs::metadata(d.join("libhipobj.so"))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    let found = [deps, profile]
         .into_iter()
-        .find(|d| d.join("libhipobj.so").is_file())
+        .filter_map(|d| Some((modified(d)?, d)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, d)| d)
         .unwrap_or_else(|| {
             panic!(
                 "no libhipobj.so in {} or {}",
@@ -101,7 +110,11 @@ fn build_c(name: &str) -> PathBuf {
 /// Runs a test program with `env`, asserting success and its verdict line.
 fn run(exe: &Path, name: &str, env: &[(&str, &str)]) {
     let mut cmd = Command::new(exe);
-    cmd.env_remove("HIPOBJ_PROVIDER")
+    // cargo's LD_LIBRARY_PATH names target/<profile> before the rpath the
+    // program was linked with (a DT_RUNPATH is searched after it), which
+    // would load a stale libhipobj.so left there by an older `cargo build`.
+    cmd.env("LD_LIBRARY_PATH", lib_dir())
+        .env_remove("HIPOBJ_PROVIDER")
         .env_remove("HIPOBJ_SOFT_ADDRS")
         .env_remove("HIPOBJ_MAX_TRANSFERS");
     for (k, v) in env {

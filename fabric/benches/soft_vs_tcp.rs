@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
-use hipobj_fabric::soft::SoftProvider;
+use hipobj_fabric::soft::{SoftConfig, SoftProvider};
 use hipobj_fabric::{
     pattern, AccessFlags, CompletionQueue, QpCap, QpType, QueuePair, RemoteAddr, SendOp, SendWr,
     WcStatus,
@@ -70,20 +70,16 @@ fn side(dev: &hipobj_fabric::Device, pd: &hipobj_fabric::ProtectionDomain) -> Si
     Side { cq, qp, peer }
 }
 
-fn main() {
-    let bytes = env_usize("BENCH_BYTES", 1 << 30);
-    let runs = env_usize("BENCH_RUNS", 3);
-    println!("soft RDMA vs plain TCP loopback: {bytes} bytes, best of {runs} runs");
-
-    let src = vec![0u8; bytes].into_boxed_slice();
-    let mut src = src;
-    pattern::fill(1, 0, &mut src);
-    let mut dst = vec![0u8; bytes].into_boxed_slice();
-    let tcp = (0..runs).map(|_| tcp_copy(&src, &mut dst)).min().unwrap();
-    assert!(src == dst, "TCP copy corrupted data");
-    drop((src, dst));
-
-    let p = SoftProvider::default();
+/// WRITE and READ times of `bytes` between two soft devices, with the
+/// same-host path on (`cma`) or off.
+fn soft(bytes: usize, runs: usize, cma: bool) -> (Duration, Duration) {
+    let p = SoftProvider::new(
+        vec![Ipv4Addr::LOCALHOST],
+        SoftConfig {
+            cma,
+            ..SoftConfig::default()
+        },
+    );
     let dev_a = p.open_ip(Ipv4Addr::LOCALHOST);
     let dev_b = p.open_ip(Ipv4Addr::LOCALHOST);
     let (pd_a, pd_b) = (dev_a.alloc_pd().unwrap(), dev_b.alloc_pd().unwrap());
@@ -130,14 +126,35 @@ fn main() {
         None
     );
     drop(b);
+    (write, read)
+}
+
+fn main() {
+    let bytes = env_usize("BENCH_BYTES", 1 << 30);
+    let runs = env_usize("BENCH_RUNS", 3);
+    println!("soft RDMA vs plain TCP loopback: {bytes} bytes, best of {runs} runs");
+
+    let src = vec![0u8; bytes].into_boxed_slice();
+    let mut src = src;
+    pattern::fill(1, 0, &mut src);
+    let mut dst = vec![0u8; bytes].into_boxed_slice();
+    let tcp = (0..runs).map(|_| tcp_copy(&src, &mut dst)).min().unwrap();
+    assert!(src == dst, "TCP copy corrupted data");
+    drop((src, dst));
+
+    let (write_tcp, read_tcp) = soft(bytes, runs, false);
+    let (write, read) = soft(bytes, runs, true);
+    let cma = hipobj_fabric::soft::cma_bytes() > 0;
 
     println!();
     println!("| path | time (s) | GiB/s | ratio to TCP |");
     println!("|---|---|---|---|");
     for (name, d) in [
         ("plain TCP loopback copy", tcp),
-        ("soft RDMA WRITE", write),
-        ("soft RDMA READ", read),
+        ("soft RDMA WRITE, TCP stream", write_tcp),
+        ("soft RDMA READ, TCP stream", read_tcp),
+        ("soft RDMA WRITE, same-host path", write),
+        ("soft RDMA READ, same-host path", read),
     ] {
         println!(
             "| {name} | {:.3} | {:.2} | {:.2} |",
@@ -145,5 +162,8 @@ fn main() {
             gib_per_s(bytes, d),
             tcp.as_secs_f64() / d.as_secs_f64()
         );
+    }
+    if !cma {
+        println!("(the kernel refused cross-memory attach here: the same-host rows ran on the TCP stream)");
     }
 }

@@ -121,6 +121,26 @@ pub trait CqOps: Send + Sync + Debug + Any {
         let _ = timeout;
         true
     }
+    /// The CQ's completion channel: a nonblocking descriptor that turns
+    /// readable when a completion arrives on an armed CQ (the
+    /// `ibv_comp_channel`'s fd on libibverbs, an eventfd in the software
+    /// provider), for an event loop to wait on. `None` where the provider
+    /// has none; callers then wait with [`CqOps::wait`].
+    fn event_fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// Asks for one event on the channel for the next completion
+    /// (`ibv_req_notify_cq`, all completions). Poll the CQ once more after
+    /// arming: a completion that came before it may raise no event.
+    fn arm(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Takes the events waiting on the channel (`ibv_get_cq_event` and
+    /// `ibv_ack_cq_events`; reading the eventfd), without blocking;
+    /// returns how many there were.
+    fn take_events(&self) -> Result<u32> {
+        Ok(0)
+    }
     /// For providers to recover their own type from a CQ they are given.
     fn as_any(&self) -> &dyn Any;
 }

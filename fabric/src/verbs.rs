@@ -240,6 +240,23 @@ impl CompletionQueue {
         self.ops.poll(out, max)
     }
 
+    /// The completion channel's descriptor, if the provider has one (see
+    /// [`CqOps::event_fd`]): readable after [`arm`](Self::arm) once a
+    /// completion arrives. It lives as long as the CQ.
+    pub fn event_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.ops.event_fd()
+    }
+
+    /// Requests one channel event for the next completion.
+    pub fn arm(&self) -> Result<()> {
+        self.ops.arm()
+    }
+
+    /// Takes the events waiting on the channel without blocking.
+    pub fn take_events(&self) -> Result<u32> {
+        self.ops.take_events()
+    }
+
     /// Waits up to `timeout` for one completion.
     pub fn wait_one(&self, timeout: Duration) -> Result<Option<WorkCompletion>> {
         let deadline = Instant::now() + timeout;

@@ -461,6 +461,12 @@ fn checks() -> Checks {
     );
     same!(
         c,
+        ibv_comp_channel,
+        "struct ibv_comp_channel",
+        [context, fd, refcnt]
+    );
+    same!(
+        c,
         ibv_cq,
         "struct ibv_cq",
         [

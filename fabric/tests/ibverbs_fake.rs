@@ -199,7 +199,9 @@ fn optional_symbols_absent_mean_no_dmabuf_and_the_plain_reg_mr() {
     let p = fake.provider();
     let lib = p.library().unwrap();
     assert!(!lib.has_reg_dmabuf_mr() && !lib.has_reg_mr_iova2());
+    assert!(!lib.has_comp_channel());
     assert!(lib.symbols().contains(&("ibv_reg_dmabuf_mr", false)));
+    assert!(lib.symbols().contains(&("ibv_get_cq_event", false)));
     assert!(lib.symbols().contains(&("ibv_reg_mr_iova2", false)));
     let dev = Device::open(&p, "fake0").unwrap();
     assert!(!dev.info().supports_dmabuf);
@@ -340,7 +342,7 @@ fn an_rc_qp_is_created_connected_used_and_torn_down_as_libibverbs_expects() {
     let cq = dev.create_cq(16).unwrap();
     assert_eq!(
         fake.line("create_cq"),
-        "create_cq cqe=16 channel=null vector=0"
+        "create_cq cqe=16 channel=set vector=0"
     );
     let qp = pd
         .create_qp(QpType::Rc, &cq, &cq, QpCap::default())
@@ -581,6 +583,63 @@ fn an_rc_qp_is_created_connected_used_and_torn_down_as_libibverbs_expects() {
     assert!(at("dealloc_pd") < at("close_device"), "{log:#?}");
     assert!(at("destroy_cq") < at("close_device"), "{log:#?}");
     assert_eq!(fake.live_objects(), 0, "{log:#?}");
+}
+
+#[test]
+fn a_cq_has_a_nonblocking_completion_channel_that_signals_once_per_arming() {
+    let Some(fake) = FakeLib::get(Fake::Full) else {
+        return;
+    };
+    let p = fake.provider();
+    assert!(p.library().unwrap().has_comp_channel());
+    let dev = Device::open(&p, "fake0").unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let cq = dev.create_cq(16).unwrap();
+    let fd = cq.event_fd().expect("a completion channel");
+    // SAFETY: fcntl on the channel's live descriptor.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    assert_ne!(flags & libc::O_NONBLOCK, 0);
+    let qp = pd
+        .create_qp(QpType::Rc, &cq, &cq, QpCap::default())
+        .unwrap();
+    let buf = pd.alloc_buffer(4096, RW).unwrap();
+    let send = |wr_id| {
+        qp.post_send(&SendWr {
+            wr_id,
+            op: SendOp::Send,
+            sg_list: vec![buf.sge(0, 8).unwrap()],
+            signaled: true,
+            dc: None,
+        })
+        .unwrap()
+    };
+    // Not armed: a completion raises no event.
+    send(1);
+    assert_eq!(cq.take_events().unwrap(), 0);
+    fake.clear_log();
+    cq.arm().unwrap();
+    assert_eq!(fake.line("req_notify_cq"), "req_notify_cq solicited_only=0");
+    send(2);
+    send(3);
+    // One event for the arming, taken and acknowledged together.
+    assert_eq!(cq.take_events().unwrap(), 1);
+    assert_eq!(fake.line("ack_cq_events"), "ack_cq_events n=1");
+    assert_eq!(cq.take_events().unwrap(), 0);
+    assert_eq!(cq.wait_n(3, Duration::from_secs(1)).unwrap().len(), 3);
+    fake.clear_log();
+    drop((qp, buf, pd, cq));
+    // Every event was acknowledged before the CQ went, and the channel
+    // went after it.
+    assert_eq!(fake.line("destroy_cq"), "destroy_cq cqe=17 unacked=0");
+    let log = fake.log();
+    let at = |p: &str| log.iter().position(|l| l.starts_with(p)).unwrap();
+    assert!(at("destroy_cq") < at("destroy_comp_channel"), "{log:#?}");
+    assert_eq!(
+        log[at("destroy_comp_channel")],
+        "destroy_comp_channel nonblocking=1"
+    );
+    drop(dev);
+    assert_eq!(fake.live_objects(), 0);
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! The soft provider is as strict as a NIC: every violation ends in the
-//! completion status hardware would report.
+//! completion status hardware would report. Every case runs twice (see
+//! `both_paths!`): with the same-host path (cross-memory attach) and with
+//! the TCP stream alone.
 
 #![forbid(unsafe_code)]
 
@@ -35,7 +37,6 @@ fn assert_remote_access_error(a: &End, b: &End, wc: hipobj_fabric::WorkCompletio
     assert_eq!(b.qp.state().unwrap(), QpState::Err);
 }
 
-#[test]
 fn unknown_rkey_is_a_remote_access_error() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -50,7 +51,6 @@ fn unknown_rkey_is_a_remote_access_error() {
     assert_remote_access_error(&a, &b, wc);
 }
 
-#[test]
 fn rkey_from_another_pd_is_a_remote_access_error() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -62,7 +62,6 @@ fn rkey_from_another_pd_is_a_remote_access_error() {
     assert_eq!(foreign.buf().to_vec(), vec![0u8; 4096]);
 }
 
-#[test]
 fn range_outside_the_region_is_a_remote_access_error() {
     for (off, len) in [(1u64, 4096u32), (4096, 1), (u64::MAX - 10, 4096)] {
         let p = fast_provider();
@@ -86,7 +85,6 @@ fn range_outside_the_region_is_a_remote_access_error() {
     assert_remote_access_error(&a, &b, wc);
 }
 
-#[test]
 fn region_without_remote_write_refuses_writes() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -96,7 +94,6 @@ fn region_without_remote_write_refuses_writes() {
     assert_remote_access_error(&a, &b, wc);
 }
 
-#[test]
 fn region_without_remote_read_refuses_reads() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -108,7 +105,6 @@ fn region_without_remote_read_refuses_reads() {
     assert_remote_access_error(&a, &b, a.wait());
 }
 
-#[test]
 fn qp_without_remote_write_access_refuses_writes() {
     let p = fast_provider();
     let a = End::new(&p);
@@ -120,7 +116,6 @@ fn qp_without_remote_write_access_refuses_writes() {
     assert_eq!(remote.buf().to_vec(), vec![0u8; 4096]);
 }
 
-#[test]
 fn later_requests_are_flushed_after_an_error() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -150,7 +145,6 @@ fn later_requests_are_flushed_after_an_error() {
     assert_eq!((wc.wr_id, wc.status), (3, WcStatus::WrFlushErr));
 }
 
-#[test]
 fn responder_in_init_makes_the_requester_fail_with_retry_exceeded() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -173,7 +167,6 @@ fn responder_in_init_makes_the_requester_fail_with_retry_exceeded() {
     assert!(started.elapsed() >= Duration::from_millis(50));
 }
 
-#[test]
 fn responder_connected_to_another_peer_drops_requests() {
     let p = fast_provider();
     let (a, b, c) = (End::new(&p), End::new(&p), End::new(&p));
@@ -186,7 +179,6 @@ fn responder_connected_to_another_peer_drops_requests() {
     assert_eq!(remote.buf().to_vec(), vec![0u8; 4096]);
 }
 
-#[test]
 fn peer_that_does_not_exist_fails_with_retry_exceeded() {
     let p = fast_provider();
     let a = End::new(&p);
@@ -198,9 +190,8 @@ fn peer_that_does_not_exist_fails_with_retry_exceeded() {
     assert_eq!(wc.status, WcStatus::RetryExcErr);
 }
 
-#[test]
 fn responder_that_moves_to_rtr_late_is_reached_by_retransmission() {
-    let p = SoftProvider_default();
+    let p = default_provider();
     let (a, b) = (End::new(&p), End::new(&p));
     rc::connect(&a.qp, &b.peer(), &RcParams::default()).unwrap();
     let remote = b.buffer(8 << 20, RW);
@@ -218,12 +209,6 @@ fn responder_that_moves_to_rtr_late_is_reached_by_retransmission() {
     );
 }
 
-#[allow(non_snake_case)]
-fn SoftProvider_default() -> hipobj_fabric::soft::SoftProvider {
-    hipobj_fabric::soft::SoftProvider::default()
-}
-
-#[test]
 fn invalid_local_key_is_a_local_protection_error() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -246,7 +231,6 @@ fn invalid_local_key_is_a_local_protection_error() {
     assert_eq!(a.wait().status, WcStatus::LocProtErr);
 }
 
-#[test]
 fn reset_and_reconnect_to_a_new_peer() {
     let p = fast_provider();
     let (a, b, c) = (End::new(&p), End::new(&p), End::new(&p));
@@ -276,7 +260,6 @@ fn reset_and_reconnect_to_a_new_peer() {
     assert_eq!(pattern::first_mismatch(rb.buf(), 0, 4096, 1).unwrap(), None);
 }
 
-#[test]
 fn state_machine_refuses_illegal_use() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -330,7 +313,6 @@ fn libc_einval() -> i32 {
     22
 }
 
-#[test]
 fn send_queue_depth_is_enforced() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -356,7 +338,6 @@ fn send_queue_depth_is_enforced() {
     assert_eq!(e.errno(), 12, "{e}");
 }
 
-#[test]
 fn rkeys_are_random_unique_and_dead_after_deregistration() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -382,9 +363,8 @@ fn rkeys_are_random_unique_and_dead_after_deregistration() {
     assert_remote_access_error(&a, &b, wc);
 }
 
-#[test]
 fn deregistration_waits_for_placements_and_nothing_lands_after() {
-    let p = hipobj_fabric::soft::SoftProvider::default();
+    let p = default_provider();
     let (a, b) = (End::new(&p), End::new(&p));
     connect(&a, &b);
     let len = 64 << 20;
@@ -411,7 +391,6 @@ fn deregistration_waits_for_placements_and_nothing_lands_after() {
     );
 }
 
-#[test]
 fn write_with_immediate_and_send_consume_receives() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -482,7 +461,6 @@ fn write_with_immediate_and_send_consume_receives() {
     );
 }
 
-#[test]
 fn send_without_receive_exhausts_rnr_retries() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -516,7 +494,6 @@ fn send_without_receive_exhausts_rnr_retries() {
     assert_eq!(a.wait().status, WcStatus::RnrRetryExcErr);
 }
 
-#[test]
 fn send_longer_than_the_receive_is_an_invalid_request() {
     let p = fast_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -541,3 +518,26 @@ fn send_longer_than_the_receive_is_an_invalid_request() {
     assert_eq!((wc.wr_id, wc.status), (8, WcStatus::LocLenErr));
     assert_eq!(b.qp.state().unwrap(), QpState::Err);
 }
+
+both_paths!(
+    unknown_rkey_is_a_remote_access_error,
+    rkey_from_another_pd_is_a_remote_access_error,
+    range_outside_the_region_is_a_remote_access_error,
+    region_without_remote_write_refuses_writes,
+    region_without_remote_read_refuses_reads,
+    qp_without_remote_write_access_refuses_writes,
+    later_requests_are_flushed_after_an_error,
+    responder_in_init_makes_the_requester_fail_with_retry_exceeded,
+    responder_connected_to_another_peer_drops_requests,
+    peer_that_does_not_exist_fails_with_retry_exceeded,
+    responder_that_moves_to_rtr_late_is_reached_by_retransmission,
+    invalid_local_key_is_a_local_protection_error,
+    reset_and_reconnect_to_a_new_peer,
+    state_machine_refuses_illegal_use,
+    send_queue_depth_is_enforced,
+    rkeys_are_random_unique_and_dead_after_deregistration,
+    deregistration_waits_for_placements_and_nothing_lands_after,
+    write_with_immediate_and_send_consume_receives,
+    send_without_receive_exhausts_rnr_retries,
+    send_longer_than_the_receive_is_an_invalid_request,
+);

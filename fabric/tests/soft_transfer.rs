@@ -5,11 +5,10 @@
 mod common;
 
 use common::*;
-use hipobj_fabric::soft::SoftProvider;
 use hipobj_fabric::{pattern, QpState, WcOpcode, WcStatus};
 
 fn write_then_read(len: usize) {
-    let p = SoftProvider::default();
+    let p = default_provider();
     let (a, b) = (End::new(&p), End::new(&p));
     connect(&a, &b);
     let mut src = a.buffer(len, RW);
@@ -49,29 +48,24 @@ fn write_then_read(len: usize) {
     assert_eq!(b.qp.state().unwrap(), QpState::Rts);
 }
 
-#[test]
 fn one_byte() {
     write_then_read(1);
 }
 
-#[test]
 fn four_kib() {
     write_then_read(4096);
 }
 
-#[test]
 fn one_mib() {
     write_then_read(1 << 20);
 }
 
-#[test]
 fn two_hundred_fifty_six_mib() {
     write_then_read(256 << 20);
 }
 
-#[test]
 fn unaligned_ranges_and_offsets() {
-    let p = SoftProvider::default();
+    let p = default_provider();
     let (a, b) = (End::new(&p), End::new(&p));
     connect(&a, &b);
     let len = (3 << 20) + 17;
@@ -93,9 +87,8 @@ fn unaligned_ranges_and_offsets() {
     );
 }
 
-#[test]
 fn many_requests_in_flight_complete_in_order() {
-    let p = SoftProvider::default();
+    let p = default_provider();
     let (a, b) = (End::new(&p), End::new(&p));
     connect(&a, &b);
     let seg = 3 << 20;
@@ -137,9 +130,8 @@ fn many_requests_in_flight_complete_in_order() {
     );
 }
 
-#[test]
 fn sixteen_qps_transfer_concurrently() {
-    let p = SoftProvider::default();
+    let p = default_provider();
     let dev_a = p.open_ip(std::net::Ipv4Addr::LOCALHOST);
     let dev_b = p.open_ip(std::net::Ipv4Addr::LOCALHOST);
     let pd_a = dev_a.alloc_pd().unwrap();
@@ -176,11 +168,10 @@ fn sixteen_qps_transfer_concurrently() {
     });
 }
 
-#[test]
 fn more_qps_than_one_listener_serves() {
     // 256 QP numbers per listener: the 300th QP is on a second listener
     // and is reached all the same.
-    let p = SoftProvider::default();
+    let p = default_provider();
     let dev = p.open_ip(std::net::Ipv4Addr::LOCALHOST);
     let pd = dev.alloc_pd().unwrap();
     let ends: Vec<End> = (0..300)
@@ -204,3 +195,14 @@ fn more_qps_than_one_listener_serves() {
         None
     );
 }
+
+both_paths!(
+    one_byte,
+    four_kib,
+    one_mib,
+    two_hundred_fifty_six_mib,
+    unaligned_ranges_and_offsets,
+    many_requests_in_flight_complete_in_order,
+    sixteen_qps_transfer_concurrently,
+    more_qps_than_one_listener_serves,
+);

@@ -104,6 +104,38 @@ impl Engine {
                 _ => {}
             }
         }
+        // A virtual-hosted request is served as its path-style form; its
+        // signature is verified over what was signed (Host and path as sent).
+        let mut parts = parts;
+        let path_style = match path_style_uri(&parts, &self.server.domains) {
+            Ok(u) => u,
+            Err(e) => return e.into_response(&request_id),
+        };
+        let as_sent = path_style
+            .as_ref()
+            .map(|u| std::mem::replace(&mut parts.uri, u.clone()));
+        // A browser-based upload: its signature is in the form.
+        if let Some(bucket) = crate::post_object::is_post_object(&parts)
+            .then(|| crate::post_object::path_bucket(&parts).map(str::to_string))
+            .flatten()
+        {
+            return match crate::post_object::serve(
+                self.upstream.as_ref(),
+                &self.creds,
+                &self.auth,
+                &bucket,
+                parts,
+                body,
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(e) => e.into_response(&request_id),
+            };
+        }
+        if let Some(u) = as_sent {
+            parts.uri = u;
+        }
         let verified = match auth::verify(&parts, &self.creds, &self.auth, SystemTime::now()) {
             Ok(v) => v,
             Err(e) => {
@@ -113,11 +145,8 @@ impl Engine {
                     .into_response(&request_id);
             }
         };
-        // A virtual-hosted request (verified as it was signed: Host and
-        // path as sent) is served from here on as its path-style form.
-        let mut parts = parts;
-        if let Err(e) = to_path_style(&mut parts, &self.server.domains) {
-            return e.into_response(&request_id);
+        if let Some(u) = path_style {
+            parts.uri = u;
         }
         // Two tokens would leave it to chance which one is served (and
         // signed as "a,b", neither is what was signed alone).
@@ -206,12 +235,15 @@ fn trailing_checksum(verified: &auth::Verified) -> Option<crate::checksum::Algor
     }
 }
 
-/// Rewrites the URI of a virtual-hosted request (`Host:
-/// bucket.<domain>`, path `/key`) to `/bucket/key`, the query kept; a
-/// path-style request is left as it is.
-fn to_path_style(parts: &mut http::request::Parts, domains: &[String]) -> Result<(), S3Error> {
+/// The path-style URI of a virtual-hosted request (`Host:
+/// bucket.<domain>`, path `/key`): `/bucket/key`, the query kept; `None`
+/// for a path-style request.
+fn path_style_uri(
+    parts: &http::request::Parts,
+    domains: &[String],
+) -> Result<Option<http::Uri>, S3Error> {
     if domains.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let host = parts
         .headers
@@ -220,16 +252,15 @@ fn to_path_style(parts: &mut http::request::Parts, domains: &[String]) -> Result
         .or_else(|| parts.uri.authority().map(|a| a.as_str()));
     let pq = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
     let Some(rewritten) = crate::s3op::path_style(host, pq, domains) else {
-        return Ok(());
+        return Ok(None);
     };
-    parts.uri = http::Uri::try_from(rewritten).map_err(|_| {
+    http::Uri::try_from(rewritten).map(Some).map_err(|_| {
         S3Error::new(
             StatusCode::BAD_REQUEST,
             "InvalidURI",
             "the virtual-hosted request has no path-style form".to_string(),
         )
-    })?;
-    Ok(())
+    })
 }
 
 /// Liveness: the process serves requests.

@@ -3,7 +3,8 @@
 //! Requests carrying `x-amz-rdma-token` are served by one-sided RDMA (the
 //! client's buffer is written for a GET and read for a PUT or UploadPart);
 //! everything else is proxied to the upstream S3 store. Every request is
-//! authenticated with SigV4 on the way in and signed again on the way out.
+//! authenticated on the way in (SigV4, SigV2, or a browser upload's signed
+//! form) and signed again with SigV4 on the way out.
 
 #![deny(unsafe_code)]
 
@@ -15,6 +16,7 @@ pub mod config;
 pub mod credentials_file;
 pub mod engine;
 pub mod metrics;
+pub mod post_object;
 pub mod proxy;
 pub mod rdma;
 pub mod rechunk;

@@ -56,6 +56,10 @@ const PRESIGN_PARAMS: &[&str] = &[
     "x-amz-signedheaders",
     "x-amz-signature",
     "x-amz-security-token",
+    // Signature Version 2 query authentication.
+    "awsaccesskeyid",
+    "signature",
+    "expires",
 ];
 
 /// Forwards a verified request without an RDMA token to the store and
@@ -386,7 +390,7 @@ pub fn forwardable_headers(headers: &HeaderMap) -> HeaderMap {
 }
 
 /// Removes hop-by-hop headers, and those `Connection` names, in place.
-fn remove_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()

@@ -26,6 +26,7 @@ pub enum Operation {
     DeleteBucket,
     HeadBucket,
     DeleteObjects,
+    PostObject,
     ListParts,
     GetObject,
     HeadObject,
@@ -55,6 +56,7 @@ impl Operation {
             DeleteBucket => "DeleteBucket",
             HeadBucket => "HeadBucket",
             DeleteObjects => "DeleteObjects",
+            PostObject => "PostObject",
             ListParts => "ListParts",
             GetObject => "GetObject",
             HeadObject => "HeadObject",
@@ -197,6 +199,7 @@ fn operation(method: &Method, bucket: &str, key: &str, q: &[&str], copy: bool) -
             Method::DELETE if q.is_empty() => DeleteBucket,
             Method::HEAD if q.is_empty() => HeadBucket,
             Method::POST if has("delete") => DeleteObjects,
+            Method::POST if q.is_empty() => PostObject,
             _ => Other,
         };
     }
@@ -270,6 +273,7 @@ mod tests {
         assert_eq!(op(Method::GET, "/b?uploads"), "ListMultipartUploads");
         assert_eq!(op(Method::GET, "/b?policy"), "Other");
         assert_eq!(op(Method::POST, "/b?delete"), "DeleteObjects");
+        assert_eq!(op(Method::POST, "/b"), "PostObject");
         assert_eq!(op(Method::GET, "/b/k"), "GetObject");
         assert_eq!(op(Method::GET, "/b/k?partNumber=2"), "GetObject");
         assert_eq!(

@@ -4,7 +4,8 @@
 //! well-behaved clients see no error and every object byte-exact; when it
 //! is over, the gateway's pairs, threads and file descriptors come back to
 //! their idle values, and its own memory (anonymous and shared pages, not
-//! its executable's) stays within the staging pool plus 64 MiB. (`HIPOBJ_SOAK_SECS` shortens or lengthens the run.)
+//! its executable's) stays within what it held at idle plus the staging pool
+//! plus 32 MiB. (`HIPOBJ_SOAK_SECS` shortens or lengthens the run.)
 
 mod hostile_common;
 
@@ -21,6 +22,10 @@ use std::time::{Duration, Instant};
 
 const MIB: usize = 1 << 20;
 const POOL_BYTES: u64 = 16 * (8 << 20);
+/// What the gateway may hold after the soak beyond its idle memory and a
+/// staging pool used whole (every buffer touched): allocator pages not
+/// returned yet, tables of pairs, connections' buffers. Measured 20-24 MiB.
+const SLACK: u64 = 32 << 20;
 
 fn bin() -> &'static std::path::Path {
     std::path::Path::new(env!("CARGO_BIN_EXE_hipobj-gateway"))
@@ -262,7 +267,7 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
     assert!(done > 0 && kills.load(Ordering::Relaxed) > 0);
 
     // Afterwards: every pair released (the probes find the killed clients),
-    // threads and fds back to idle, memory within the pool plus 64 MiB.
+    // threads and fds back to idle, memory within idle plus the pool plus 32 MiB.
     assert!(
         eventually(Duration::from_secs(60), || metric(
             &url,
@@ -284,9 +289,8 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
         0.0
     );
     // Freed pages go back to the OS as the allocator purges them.
-    let _ = eventually(Duration::from_secs(20), || {
-        rss_bytes(pid) <= POOL_BYTES + (64 << 20)
-    });
+    let bound = idle_rss + POOL_BYTES + SLACK;
+    let _ = eventually(Duration::from_secs(20), || rss_bytes(pid) <= bound);
     let rss = rss_bytes(pid);
     if std::env::var("HIPOBJ_SOAK_SMAPS").is_ok() {
         let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
@@ -317,11 +321,12 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
         status_bytes(pid, "VmRSS:") >> 20
     );
     assert!(
-        rss <= POOL_BYTES + (64 << 20),
-        "the gateway holds {} MiB ({} MiB at idle), the pool is {} MiB",
+        rss <= bound,
+        "the gateway holds {} MiB ({} MiB at idle), the pool is {} MiB, the slack {} MiB",
         rss >> 20,
         idle_rss >> 20,
-        POOL_BYTES >> 20
+        POOL_BYTES >> 20,
+        SLACK >> 20
     );
     assert!(S3::new(&url)
         .get_unsigned("/health/ready")

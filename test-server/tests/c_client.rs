@@ -49,15 +49,23 @@ fn deps_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// Where cargo put `libhipobj.so`: `target/<profile>` after `cargo build`,
-/// `target/<profile>/deps` when it was only built as a dependency (the
-/// `hipobj-client` dev-dependency builds the cdylib too).
+/// Where cargo put `libhipobj.so`: `target/<profile>/deps` when it was
+/// built as a dependency (the `hipobj-client` dev-dependency builds the
+/// cdylib too), `target/<profile>` after a `cargo build`; the newer of the
+/// two when both are there (an older `cargo build` leaves a stale copy).
 fn lib_dir() -> PathBuf {
     let deps = deps_dir();
     let profile = deps.parent().expect("target/<profile>");
-    let found = [profile, deps.as_path()]
+    let modified = |d: &Path| {
+        std::fs::metadata(d.join("libhipobj.so"))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    [deps.as_path(), profile]
         .into_iter()
-        .find(|d| d.join("libhipobj.so").is_file())
+        .filter_map(|d| Some((modified(d)?, d)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, d)| d.to_path_buf())
         .unwrap_or_else(|| {
             panic!(
                 "no libhipobj.so in {} or {}",
@@ -65,8 +73,6 @@ fn lib_dir() -> PathBuf {
                 deps.display()
             )
         })
-        .to_path_buf();
-    found
 }
 
 /// `target/c-tests`, created.
@@ -247,6 +253,9 @@ struct Outcome {
 fn run_program(exe: &Path, args: &[String]) -> Outcome {
     let mut child = Command::new(exe)
         .args(args)
+        // cargo's LD_LIBRARY_PATH would come before the program's rpath
+        // (a DT_RUNPATH) and could load a stale libhipobj.so.
+        .env("LD_LIBRARY_PATH", lib_dir())
         .env_remove("HIPOBJ_SOFT_ADDRS")
         .env_remove("HIPOBJ_MAX_TRANSFERS")
         .env_remove("HIPOBJ_REQUIRE_GPU_DIRECT")

@@ -499,6 +499,15 @@ impl fmt::Debug for ibv_qp {
     }
 }
 
+/// `struct ibv_comp_channel`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_comp_channel {
+    pub context: *mut ibv_context,
+    pub fd: c_int,
+    pub refcnt: c_int,
+}
+
 /// `struct ibv_cq`.
 #[repr(C)]
 pub struct ibv_cq {
@@ -575,8 +584,8 @@ pub type VerbsQueryPortFn = unsafe extern "C" fn(
 ) -> c_int;
 
 /// `struct ibv_context_ops`: the provider's entries. Only `poll_cq`,
-/// `post_send` and `post_recv` are called here, as the header's inline
-/// functions do.
+/// `req_notify_cq`, `post_send` and `post_recv` are called here, as the
+/// header's inline functions do.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ibv_context_ops {

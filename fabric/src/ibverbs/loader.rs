@@ -17,8 +17,8 @@
 //! ops table, as the inline functions do.
 
 use super::abi::{
-    ibv_context, ibv_cq, ibv_device, ibv_device_attr, ibv_gid, ibv_mr, ibv_pd, ibv_port_attr,
-    ibv_qp, ibv_qp_attr, ibv_qp_init_attr,
+    ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_device_attr, ibv_gid, ibv_mr, ibv_pd,
+    ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_init_attr,
 };
 use crate::error::{FabricError, Result};
 use libloading::Library;
@@ -88,9 +88,22 @@ pub type CreateCqFn = unsafe extern "C" fn(
     context: *mut ibv_context,
     cqe: c_int,
     cq_context: *mut c_void,
-    channel: *mut c_void,
+    channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq;
+/// `ibv_create_comp_channel`.
+pub type CreateCompChannelFn =
+    unsafe extern "C" fn(context: *mut ibv_context) -> *mut ibv_comp_channel;
+/// `ibv_destroy_comp_channel`.
+pub type DestroyCompChannelFn = unsafe extern "C" fn(channel: *mut ibv_comp_channel) -> c_int;
+/// `ibv_get_cq_event`.
+pub type GetCqEventFn = unsafe extern "C" fn(
+    channel: *mut ibv_comp_channel,
+    cq: *mut *mut ibv_cq,
+    cq_context: *mut *mut c_void,
+) -> c_int;
+/// `ibv_ack_cq_events`.
+pub type AckCqEventsFn = unsafe extern "C" fn(cq: *mut ibv_cq, nevents: c_uint);
 /// `ibv_destroy_cq`.
 pub type DestroyCqFn = unsafe extern "C" fn(cq: *mut ibv_cq) -> c_int;
 /// `ibv_create_qp`.
@@ -136,7 +149,25 @@ pub const REQUIRED_SYMBOLS: [&str; 19] = [
 
 /// The optional symbols: absent from older libraries, and the provider
 /// works without them.
-pub const OPTIONAL_SYMBOLS: [&str; 2] = ["ibv_reg_dmabuf_mr", "ibv_reg_mr_iova2"];
+pub const OPTIONAL_SYMBOLS: [&str; 6] = [
+    "ibv_reg_dmabuf_mr",
+    "ibv_reg_mr_iova2",
+    // The completion channel, used as a set: without all four, CQs have
+    // no channel and waiters poll.
+    "ibv_create_comp_channel",
+    "ibv_destroy_comp_channel",
+    "ibv_get_cq_event",
+    "ibv_ack_cq_events",
+];
+
+/// The completion-channel functions, all four or none.
+#[derive(Clone, Copy, Debug)]
+pub struct CompChannelFns {
+    pub(crate) create: CreateCompChannelFn,
+    pub(crate) destroy: DestroyCompChannelFn,
+    pub(crate) get_event: GetCqEventFn,
+    pub(crate) ack: AckCqEventsFn,
+}
 
 /// libibverbs, loaded, with every function it needs resolved.
 ///
@@ -160,6 +191,7 @@ pub struct IbvLib {
     pub(crate) dereg_mr: DeregMrFn,
     pub(crate) create_cq: CreateCqFn,
     pub(crate) destroy_cq: DestroyCqFn,
+    pub(crate) comp_channel: Option<CompChannelFns>,
     pub(crate) create_qp: CreateQpFn,
     pub(crate) modify_qp: ModifyQpFn,
     pub(crate) query_qp: QueryQpFn,
@@ -248,6 +280,22 @@ impl IbvLib {
                 dereg_mr: sym(&lib, path, "ibv_dereg_mr")?,
                 create_cq: sym(&lib, path, "ibv_create_cq")?,
                 destroy_cq: sym(&lib, path, "ibv_destroy_cq")?,
+                comp_channel: match (
+                    optional_sym(&lib, "ibv_create_comp_channel"),
+                    optional_sym(&lib, "ibv_destroy_comp_channel"),
+                    optional_sym(&lib, "ibv_get_cq_event"),
+                    optional_sym(&lib, "ibv_ack_cq_events"),
+                ) {
+                    (Some(create), Some(destroy), Some(get_event), Some(ack)) => {
+                        Some(CompChannelFns {
+                            create,
+                            destroy,
+                            get_event,
+                            ack,
+                        })
+                    }
+                    _ => None,
+                },
                 create_qp: sym(&lib, path, "ibv_create_qp")?,
                 modify_qp: sym(&lib, path, "ibv_modify_qp")?,
                 query_qp: sym(&lib, path, "ibv_query_qp")?,
@@ -282,6 +330,11 @@ impl IbvLib {
         self.reg_mr_iova2.is_some()
     }
 
+    /// Whether the completion-channel functions are all there.
+    pub fn has_comp_channel(&self) -> bool {
+        self.comp_channel.is_some()
+    }
+
     /// Every symbol the table knows, with whether it was found (required
     /// ones always were, or the table would not exist).
     pub fn symbols(&self) -> Vec<(&'static str, bool)> {
@@ -289,6 +342,9 @@ impl IbvLib {
             REQUIRED_SYMBOLS.iter().map(|&n| (n, true)).collect();
         v.push(("ibv_reg_dmabuf_mr", self.has_reg_dmabuf_mr()));
         v.push(("ibv_reg_mr_iova2", self.has_reg_mr_iova2()));
+        for name in &OPTIONAL_SYMBOLS[2..] {
+            v.push((name, self.has_comp_channel()));
+        }
         v
     }
 }

@@ -11,9 +11,10 @@
 //! `Sync` implementations below sound.
 
 use super::abi::{
-    ibv_context, ibv_cq, ibv_device, ibv_device_attr, ibv_gid, ibv_mr, ibv_pd, ibv_port_attr,
-    ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr, ibv_wc,
-    verbs_context, VerbsQueryPortFn, IBV_ACCESS_OPTIONAL_RANGE, IBV_QPT_RC, VERBS_ABI_IS_EXTENDED,
+    ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_device_attr, ibv_gid, ibv_mr, ibv_pd,
+    ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr,
+    ibv_wc, verbs_context, VerbsQueryPortFn, IBV_ACCESS_OPTIONAL_RANGE, IBV_QPT_RC,
+    VERBS_ABI_IS_EXTENDED,
 };
 use super::convert::{self, RawRecvWr, RawSendWr};
 use super::loader::{self, IbvLib};
@@ -455,26 +456,37 @@ impl DeviceOps for VerbsDevice {
     fn create_cq(&self, cqe: u32) -> Result<Arc<dyn CqOps>> {
         let n = c_int::try_from(cqe)
             .map_err(|_| FabricError::invalid("ibv_create_cq", format!("{cqe} entries")))?;
-        // SAFETY: the context is open; no completion channel, no context
-        // pointer, vector 0 (which every device has).
+        let channel = self.comp_channel();
+        let channel_ptr = channel.map_or(ptr::null_mut(), |c| c.as_ptr());
+        // SAFETY: the context is open; the channel is null or one this
+        // context just made; no context pointer; vector 0 (which every
+        // device has).
         let cq = unsafe {
-            (self.inner.lib.create_cq)(
-                self.inner.ctx.as_ptr(),
-                n,
-                ptr::null_mut(),
-                ptr::null_mut(),
-                0,
-            )
+            (self.inner.lib.create_cq)(self.inner.ctx.as_ptr(), n, ptr::null_mut(), channel_ptr, 0)
         };
-        let cq = NonNull::new(cq).ok_or_else(|| os_err("ibv_create_cq", errno()))?;
+        let Some(cq) = NonNull::new(cq) else {
+            let e = os_err("ibv_create_cq", errno());
+            if let (Some(ch), Some(fns)) = (channel, self.inner.lib.comp_channel) {
+                // SAFETY: the channel was made above and no CQ uses it.
+                unsafe { (fns.destroy)(ch.as_ptr()) };
+            }
+            return Err(e);
+        };
         // SAFETY: `cq` was just created and is valid for reads.
-        let (poll, capacity) = unsafe {
+        let (poll, req_notify, capacity) = unsafe {
             let ctx = (*cq.as_ptr()).context;
-            ((*ctx).ops.poll_cq, (*cq.as_ptr()).cqe)
+            (
+                (*ctx).ops.poll_cq,
+                (*ctx).ops.req_notify_cq,
+                (*cq.as_ptr()).cqe,
+            )
         };
         let cq = VerbsCq {
             cq,
             poll,
+            // A channel is only of use with a way to arm the CQ.
+            channel: channel.filter(|_| req_notify.is_some()),
+            req_notify,
             capacity: usize::try_from(capacity).unwrap_or(0),
             dev: self.inner.clone(),
         };
@@ -485,6 +497,35 @@ impl DeviceOps for VerbsDevice {
             });
         }
         Ok(Arc::new(cq))
+    }
+}
+
+impl VerbsDevice {
+    /// A new completion channel with a nonblocking descriptor, when the
+    /// library has the functions; `None` (the CQ is then polled) otherwise
+    /// or if the channel can't be made.
+    fn comp_channel(&self) -> Option<NonNull<ibv_comp_channel>> {
+        let fns = self.inner.lib.comp_channel?;
+        // SAFETY: the context is open.
+        let ch = NonNull::new(unsafe { (fns.create)(self.inner.ctx.as_ptr()) });
+        let Some(ch) = ch else {
+            tracing::debug!(device = %self.inner.name, error = %io::Error::last_os_error(), "no completion channel; CQ waiters will poll");
+            return None;
+        };
+        // SAFETY: `ch` was just made; its fd is the channel's own. Making it
+        // nonblocking is what rdma-core's documentation asks of callers
+        // that poll the channel from an event loop.
+        let ok = unsafe {
+            let fd = (*ch.as_ptr()).fd;
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
+        };
+        if !ok {
+            // SAFETY: made above, used by no CQ.
+            unsafe { (fns.destroy)(ch.as_ptr()) };
+            return None;
+        }
+        Some(ch)
     }
 }
 
@@ -729,6 +770,9 @@ const POLL_BATCH: usize = 16;
 pub struct VerbsCq {
     cq: NonNull<ibv_cq>,
     poll: Option<super::abi::PollCqFn>,
+    /// Its own completion channel, destroyed after it.
+    channel: Option<NonNull<ibv_comp_channel>>,
+    req_notify: Option<super::abi::ReqNotifyCqFn>,
     capacity: usize,
     dev: Arc<DeviceInner>,
 }
@@ -755,6 +799,15 @@ impl Drop for VerbsCq {
         let rc = unsafe { (self.dev.lib.destroy_cq)(self.cq.as_ptr()) };
         if rc != 0 {
             tracing::warn!(device = %self.dev.name, rc, "ibv_destroy_cq failed");
+        }
+        if let (Some(ch), Some(fns)) = (self.channel, self.dev.lib.comp_channel) {
+            // SAFETY: the channel was made for this CQ alone, which is gone
+            // (every event it got was acknowledged in `take_events`, so
+            // ibv_destroy_cq did not wait).
+            let rc = unsafe { (fns.destroy)(ch.as_ptr()) };
+            if rc != 0 {
+                tracing::warn!(device = %self.dev.name, rc, "ibv_destroy_comp_channel failed");
+            }
         }
     }
 }
@@ -790,6 +843,45 @@ impl CqOps for VerbsCq {
             }
         }
         Ok(total)
+    }
+
+    fn event_fd(&self) -> Option<std::os::fd::RawFd> {
+        // SAFETY: the channel lives as long as this CQ.
+        self.channel.map(|ch| unsafe { (*ch.as_ptr()).fd })
+    }
+
+    fn arm(&self) -> Result<()> {
+        let (Some(_), Some(notify)) = (self.channel, self.req_notify) else {
+            return Ok(());
+        };
+        // SAFETY: the CQ is live; this is the header's inline
+        // ibv_req_notify_cq: cq->context->ops.req_notify_cq(cq, 0).
+        let rc = unsafe { notify(self.cq.as_ptr(), 0) };
+        check("ibv_req_notify_cq", rc)
+    }
+
+    fn take_events(&self) -> Result<u32> {
+        let (Some(ch), Some(fns)) = (self.channel, self.dev.lib.comp_channel) else {
+            return Ok(0);
+        };
+        let mut n: u32 = 0;
+        loop {
+            let mut cq: *mut ibv_cq = ptr::null_mut();
+            let mut ctx: *mut c_void = ptr::null_mut();
+            // SAFETY: the channel is live and nonblocking; the out pointers
+            // are live locals.
+            let rc = unsafe { (fns.get_event)(ch.as_ptr(), &mut cq, &mut ctx) };
+            if rc != 0 {
+                break;
+            }
+            n = n.saturating_add(1);
+        }
+        if n > 0 {
+            // SAFETY: acknowledges exactly the events just taken for this CQ
+            // (its channel serves no other).
+            unsafe { (fns.ack)(self.cq.as_ptr(), n) };
+        }
+        Ok(n)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -5,7 +5,10 @@ use crate::seam::CqOps;
 use crate::types::WorkCompletion;
 use std::any::Any;
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 #[derive(Debug)]
@@ -22,6 +25,24 @@ pub(crate) struct CqInner {
     state: Mutex<CqState>,
     ready: Condvar,
     capacity: usize,
+    /// The completion channel: an eventfd, made on first use (a CQ nobody
+    /// waits on asynchronously costs no descriptor).
+    events: OnceLock<io::Result<OwnedFd>>,
+    /// Set by `arm`, taken by the next completion, which then signals the
+    /// eventfd once (`ibv_req_notify_cq` semantics).
+    armed: AtomicBool,
+}
+
+/// A nonblocking, close-on-exec eventfd.
+fn new_eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd takes no pointers; a non-negative return is a new
+    // descriptor this process owns and nothing else closes.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by eventfd and is owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 impl CqInner {
@@ -33,6 +54,32 @@ impl CqInner {
             }),
             ready: Condvar::new(),
             capacity,
+            events: OnceLock::new(),
+            armed: AtomicBool::new(false),
+        }
+    }
+
+    fn eventfd(&self) -> Result<RawFd> {
+        match self.events.get_or_init(new_eventfd) {
+            Ok(fd) => Ok(fd.as_raw_fd()),
+            Err(e) => Err(FabricError::Os {
+                verb: "eventfd (soft completion channel)",
+                source: io::Error::new(e.kind(), e.to_string()),
+            }),
+        }
+    }
+
+    /// Signals the channel if it was armed.
+    fn signal(&self) {
+        if !self.armed.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(Ok(fd)) = self.events.get() {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to an eventfd this CQ
+            // owns. A full counter (EAGAIN, after 2^64-2 unread events)
+            // still leaves the descriptor readable, which is all a waiter needs.
+            let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
         }
     }
 
@@ -49,6 +96,7 @@ impl CqInner {
         }
         drop(s);
         self.ready.notify_all();
+        self.signal();
     }
 }
 
@@ -81,7 +129,110 @@ impl CqOps for SoftCq {
         !s.items.is_empty() || s.overrun
     }
 
+    fn event_fd(&self) -> Option<RawFd> {
+        self.inner.eventfd().ok()
+    }
+
+    fn arm(&self) -> Result<()> {
+        self.inner.eventfd()?;
+        self.inner.armed.store(true, Ordering::Release);
+        // A completion already queued (or an overrun) would not signal:
+        // signal it now, as hardware raises an event for an armed CQ that
+        // is not empty.
+        let pending = {
+            let s = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+            !s.items.is_empty() || s.overrun
+        };
+        if pending {
+            self.inner.signal();
+        }
+        Ok(())
+    }
+
+    fn take_events(&self) -> Result<u32> {
+        let fd = self.inner.eventfd()?;
+        let mut count: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 from the CQ's own eventfd.
+        let n = unsafe { libc::read(fd, (&mut count as *mut u64).cast(), 8) };
+        if n == 8 {
+            return Ok(u32::try_from(count).unwrap_or(u32::MAX));
+        }
+        let e = io::Error::last_os_error();
+        if n < 0 && e.kind() == io::ErrorKind::WouldBlock {
+            return Ok(0);
+        }
+        Err(FabricError::Os {
+            verb: "read (soft completion channel)",
+            source: e,
+        })
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{WcOpcode, WcStatus};
+
+    fn wc(id: u64) -> WorkCompletion {
+        WorkCompletion {
+            wr_id: id,
+            status: WcStatus::Success,
+            opcode: WcOpcode::RdmaWrite,
+            vendor_err: 0,
+            byte_len: 0,
+            imm_data: None,
+            qp_num: 1,
+            src_qp: 0,
+        }
+    }
+
+    /// Whether the descriptor is readable now.
+    fn readable(fd: RawFd) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd, no wait.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        n == 1 && p.revents & libc::POLLIN != 0
+    }
+
+    #[test]
+    fn an_armed_cq_signals_its_eventfd_once_per_arming() {
+        let cq = SoftCq {
+            inner: Arc::new(CqInner::new(8)),
+        };
+        let fd = cq.event_fd().unwrap();
+        cq.inner.push(wc(1));
+        assert!(!readable(fd), "not armed: no event");
+        let mut out = Vec::new();
+        assert_eq!(cq.poll(&mut out, 8).unwrap(), 1);
+
+        cq.arm().unwrap();
+        assert!(!readable(fd));
+        cq.inner.push(wc(2));
+        cq.inner.push(wc(3));
+        assert!(readable(fd));
+        assert_eq!(cq.take_events().unwrap(), 1);
+        assert!(!readable(fd));
+        assert_eq!(cq.take_events().unwrap(), 0);
+        assert_eq!(cq.poll(&mut out, 8).unwrap(), 2);
+    }
+
+    #[test]
+    fn arming_a_cq_that_holds_completions_signals_at_once() {
+        let cq = SoftCq {
+            inner: Arc::new(CqInner::new(8)),
+        };
+        let fd = cq.event_fd().unwrap();
+        cq.inner.push(wc(1));
+        cq.arm().unwrap();
+        assert!(readable(fd));
+        assert_eq!(cq.take_events().unwrap(), 1);
     }
 }

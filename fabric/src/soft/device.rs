@@ -448,7 +448,7 @@ mod tests {
         let dev = SoftDevice::new(
             "nodelay0".into(),
             Ipv4Addr::LOCALHOST,
-            SoftConfig { timeout_scale: 1.0 },
+            SoftConfig::default(),
         );
         let qpn = dev
             .shared

@@ -25,7 +25,16 @@
 //! bounds and access violations are remote access errors that move both
 //! QPs to ERR; keys are random and never reused while live; deregistration
 //! waits for placements in flight; a wrong DC key is dropped.
+//!
+//! # The same-host path
+//!
+//! Between two devices on one host, RC WRITEs and READs move their payload
+//! by cross-memory attach ([`cma`]): the responder checks each request as
+//! above, grants the range, and the requester copies it straight between
+//! the two processes' memory, one copy instead of two through a socket.
+//! Every rule holds on both paths; `HIPOBJ_SOFT_CMA=0` turns it off.
 
+mod cma;
 mod cq;
 mod dct;
 mod device;
@@ -51,6 +60,21 @@ use std::sync::Arc;
 pub const ENV_ADDRS: &str = "HIPOBJ_SOFT_ADDRS";
 /// Environment variable: multiplies the transport timers (1.0 = hardware timing).
 pub const ENV_TIMEOUT_SCALE: &str = "HIPOBJ_SOFT_TIMEOUT_SCALE";
+/// Environment variable: `0` (or `off`, `false`, `no`) turns the same-host
+/// path off.
+pub const ENV_CMA: &str = "HIPOBJ_SOFT_CMA";
+
+static CMA_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Payload bytes this process's soft requesters moved by the same-host
+/// path, since it started (for tests and benchmarks).
+pub fn cma_bytes() -> u64 {
+    CMA_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn count_cma_bytes(n: usize) {
+    CMA_BYTES.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// Settings of the software provider.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,11 +83,17 @@ pub struct SoftConfig {
     /// timing (timeout 14 with 7 retries fails after about 0.5 s). Tests
     /// that wait for RETRY_EXC_ERR may lower it.
     pub timeout_scale: f64,
+    /// Whether this device offers and uses the same-host path
+    /// (cross-memory attach) with devices on its host.
+    pub cma: bool,
 }
 
 impl Default for SoftConfig {
     fn default() -> SoftConfig {
-        SoftConfig { timeout_scale: 1.0 }
+        SoftConfig {
+            timeout_scale: 1.0,
+            cma: true,
+        }
     }
 }
 
@@ -78,6 +108,14 @@ impl SoftConfig {
         {
             if s.is_finite() && s > 0.0 {
                 c.timeout_scale = s;
+            }
+        }
+        if let Ok(v) = std::env::var(ENV_CMA) {
+            if matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "0" | "off" | "false" | "no"
+            ) {
+                c.cma = false;
             }
         }
         c

@@ -21,8 +21,9 @@ use hipobj_wire::Gid;
 
 /// Marks every header.
 pub const MAGIC: u16 = 0x5248; // "HR"
-/// Protocol version (2: connections open with a hello).
-pub const VERSION: u8 = 2;
+/// Protocol version (2: connections open with a hello; 3: the hello's
+/// answer offers the same-host path, see [`FLAG_CMA`]).
+pub const VERSION: u8 = 3;
 /// The payload of one full segment: a message is cut into segments of this
 /// size, each with its own PSN. Both sides derive PSNs from it, so it is part
 /// of the protocol, not a setting.
@@ -46,6 +47,10 @@ pub enum ReqOp {
     SendImm = 4,
     /// An RDMA READ request for `msg_len` bytes.
     ReadReq = 5,
+    /// Same-host path: the requester has copied (or failed to copy) the
+    /// bytes of the grant at `psn` whose nonce is in `rkey`; `imm` is 0
+    /// when it has, [`CMA_FAILED`] when not.
+    CmaDone = 6,
 }
 
 impl ReqOp {
@@ -56,6 +61,7 @@ impl ReqOp {
             3 => ReqOp::Send,
             4 => ReqOp::SendImm,
             5 => ReqOp::ReadReq,
+            6 => ReqOp::CmaDone,
             _ => return None,
         })
     }
@@ -65,6 +71,23 @@ impl ReqOp {
 pub const FLAG_FIRST: u8 = 1;
 /// The last segment of a message.
 pub const FLAG_LAST: u8 = 2;
+/// Same-host path (cross-memory attach): a WRITE or READ request that
+/// carries no payload. The responder checks it exactly as the ordinary
+/// request (QP state, PSN, key, protection domain, bounds, access), and
+/// then, instead of taking or sending the bytes, answers with a
+/// [`RespOp::CmaGrant`] naming where the range lies in its address space
+/// and keeps the region registered until the requester's
+/// [`ReqOp::CmaDone`]; the requester moves the bytes itself with
+/// `process_vm_writev`/`process_vm_readv`. A WRITE covers `cma_len` bytes
+/// (whole segments, up to [`MAX_CMA_WRITE`]), one PSN per segment; a READ
+/// covers its whole `msg_len`. `imm` carries a nonce the grant and the
+/// done repeat, so that a late grant is never taken for a newer request.
+pub const FLAG_CMA: u8 = 4;
+/// The most bytes one same-host WRITE request covers.
+pub const MAX_CMA_WRITE: u64 = 8 * SEGMENT as u64;
+/// In [`ReqOp::CmaDone`]'s `imm`: the copy failed (nothing to acknowledge;
+/// the requester sends the bytes over the stream instead).
+pub const CMA_FAILED: u32 = 1;
 
 /// A request header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +117,9 @@ pub struct Request {
     pub imm: u32,
     /// DC access key (DC initiators; 0 otherwise).
     pub dc_key: u64,
+    /// Same-host WRITEs ([`FLAG_CMA`]): the bytes this request covers,
+    /// from `va`; 0 otherwise.
+    pub cma_len: u64,
 }
 
 /// Encoded request header size.
@@ -117,6 +143,7 @@ impl Request {
         b[52..56].copy_from_slice(&self.imm.to_le_bytes());
         b[56..64].copy_from_slice(&self.msg_len.to_le_bytes());
         b[64..72].copy_from_slice(&self.dc_key.to_le_bytes());
+        b[72..80].copy_from_slice(&self.cma_len.to_le_bytes());
         b
     }
 
@@ -141,13 +168,24 @@ impl Request {
             imm: u32_at(b, 52),
             msg_len: u64_at(b, 56),
             dc_key: u64_at(b, 64),
+            cma_len: u64_at(b, 72),
+        };
+        let cma = r.flags & FLAG_CMA != 0;
+        let cma_ok = match (cma, r.op) {
+            (false, _) => r.cma_len == 0,
+            (true, ReqOp::Write) => {
+                r.seg_len == 0 && r.cma_len > 0 && r.cma_len <= MAX_CMA_WRITE.min(r.msg_len)
+            }
+            (true, ReqOp::ReadReq) => r.cma_len == 0,
+            (true, _) => false,
         };
         let valid = r.seg_len <= MAX_SEGMENT
             && u64::from(r.seg_len) <= r.msg_len
             && r.msg_len <= MAX_MESSAGE
-            && (r.op != ReqOp::ReadReq || r.seg_len == 0)
+            && (!matches!(r.op, ReqOp::ReadReq | ReqOp::CmaDone) || r.seg_len == 0)
             && r.psn <= super::psn::PSN_MASK
-            && r.flags & !(FLAG_FIRST | FLAG_LAST) == 0;
+            && r.flags & !(FLAG_FIRST | FLAG_LAST | FLAG_CMA) == 0
+            && cma_ok;
         valid.then_some(r)
     }
 }
@@ -162,7 +200,15 @@ pub enum RespOp {
     Nak = 2,
     /// One segment of READ data for the request segment at `psn`.
     ReadResp = 3,
+    /// Same-host path: the request at `psn` was checked; a payload of
+    /// [`CMA_GRANT_LEN`] follows: the address (in the responder's process)
+    /// where its range lies, and the request's nonce. See [`FLAG_CMA`].
+    CmaGrant = 4,
 }
+
+/// The payload of a [`RespOp::CmaGrant`]: the address (u64) and the
+/// request's nonce (u32, from its `imm`), little-endian, then 4 zero bytes.
+pub const CMA_GRANT_LEN: u32 = 16;
 
 /// Why a request was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,6 +304,17 @@ impl Response {
         b
     }
 
+    /// A same-host grant for the request at `psn` (its address follows).
+    pub fn cma_grant(psn: u32) -> Response {
+        Response {
+            op: RespOp::CmaGrant,
+            psn,
+            syndrome: None,
+            rnr_timer: 0,
+            seg_len: CMA_GRANT_LEN,
+        }
+    }
+
     /// Decodes and checks a header.
     pub fn decode(b: &[u8; RESPONSE_LEN]) -> Option<Response> {
         if u16::from_le_bytes([b[0], b[1]]) != MAGIC || b[2] != VERSION {
@@ -267,6 +324,7 @@ impl Response {
             1 => RespOp::Ack,
             2 => RespOp::Nak,
             3 => RespOp::ReadResp,
+            4 => RespOp::CmaGrant,
             _ => return None,
         };
         let syndrome = match op {
@@ -281,7 +339,11 @@ impl Response {
             seg_len: u32_at(b, 12),
         };
         let valid = r.seg_len <= MAX_SEGMENT
-            && (op == RespOp::ReadResp || r.seg_len == 0)
+            && match op {
+                RespOp::ReadResp => true,
+                RespOp::CmaGrant => r.seg_len == CMA_GRANT_LEN,
+                _ => r.seg_len == 0,
+            }
             && r.psn <= super::psn::PSN_MASK
             && r.rnr_timer < 32;
         valid.then_some(r)
@@ -302,7 +364,7 @@ pub struct Hello {
 /// Encoded hello size.
 pub const HELLO_LEN: usize = 32;
 /// Encoded hello answer size.
-pub const HELLO_ACK_LEN: usize = 8;
+pub const HELLO_ACK_LEN: usize = 16;
 const KIND_HELLO: u8 = b'H';
 const KIND_HELLO_ACK: u8 = b'A';
 
@@ -338,22 +400,51 @@ impl Hello {
 }
 
 /// The responder's answer to a hello: the connection may carry requests.
-#[derive(Debug)]
-pub struct HelloAck;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HelloAck {
+    /// The responder offers the same-host path ([`FLAG_CMA`]): it is on
+    /// the requester's host (the connection is local) and allows it.
+    pub cma: bool,
+    /// The responder's process id, for the same-host path (0 without it).
+    /// The requester uses it only after checking that this process holds
+    /// the other end of the connection.
+    pub pid: u32,
+}
+
+const ACK_FLAG_CMA: u8 = 1;
 
 impl HelloAck {
+    /// The answer of a responder without the same-host path.
+    pub const PLAIN: HelloAck = HelloAck { cma: false, pid: 0 };
+
     /// The encoding.
-    pub fn encode() -> [u8; HELLO_ACK_LEN] {
+    pub fn encode(&self) -> [u8; HELLO_ACK_LEN] {
         let mut b = [0u8; HELLO_ACK_LEN];
         b[0..2].copy_from_slice(&MAGIC.to_le_bytes());
         b[2] = VERSION;
         b[3] = KIND_HELLO_ACK;
+        if self.cma {
+            b[4] = ACK_FLAG_CMA;
+            b[8..12].copy_from_slice(&self.pid.to_le_bytes());
+        }
         b
     }
 
-    /// Whether `b` is a valid answer.
-    pub fn is_valid(b: &[u8; HELLO_ACK_LEN]) -> bool {
-        *b == HelloAck::encode()
+    /// Decodes and checks an answer; `None` if `b` is not one.
+    pub fn decode(b: &[u8; HELLO_ACK_LEN]) -> Option<HelloAck> {
+        if u16::from_le_bytes([b[0], b[1]]) != MAGIC || b[2] != VERSION || b[3] != KIND_HELLO_ACK {
+            return None;
+        }
+        if b[4] & !ACK_FLAG_CMA != 0 || b[5..8] != [0; 3] || b[12..16] != [0; 4] {
+            return None;
+        }
+        let cma = b[4] & ACK_FLAG_CMA != 0;
+        let pid = u32_at(b, 8);
+        if cma == (pid == 0) {
+            // An offer names a process; a plain answer names none.
+            return None;
+        }
+        Some(HelloAck { cma, pid })
     }
 }
 
@@ -389,8 +480,50 @@ mod tests {
             msg_len: 1 << 31,
             imm: 99,
             dc_key: 0xffee_ddcc,
+            cma_len: 0,
         };
         assert_eq!(Request::decode(&r.encode()), Some(r));
+        let cma = Request {
+            op: ReqOp::Write,
+            flags: FLAG_FIRST | FLAG_CMA,
+            seg_len: 0,
+            cma_len: MAX_CMA_WRITE,
+            ..r
+        };
+        assert_eq!(Request::decode(&cma.encode()), Some(cma));
+        // A same-host WRITE carries no payload, covers at most
+        // MAX_CMA_WRITE and no more than its message; only WRITE and READ
+        // have one; no other request names a length.
+        for bad in [
+            Request {
+                seg_len: 4096,
+                ..cma
+            },
+            Request {
+                cma_len: MAX_CMA_WRITE + 1,
+                ..cma
+            },
+            Request { cma_len: 0, ..cma },
+            Request {
+                msg_len: 4096,
+                cma_len: 8192,
+                ..cma
+            },
+            Request {
+                op: ReqOp::Send,
+                ..cma
+            },
+            Request {
+                op: ReqOp::WriteImm,
+                ..cma
+            },
+            Request {
+                flags: FLAG_FIRST,
+                ..cma
+            },
+        ] {
+            assert_eq!(Request::decode(&bad.encode()), None, "{bad:?}");
+        }
     }
 
     #[test]
@@ -408,6 +541,7 @@ mod tests {
             msg_len: u64::MAX,
             imm: 0,
             dc_key: 0,
+            cma_len: 0,
         };
         assert_eq!(Request::decode(&r.encode()), None);
         let read_with_payload = Request {
@@ -436,8 +570,23 @@ mod tests {
                 [..HELLO_LEN],
         );
         assert_eq!(Hello::decode(&req), None);
-        assert!(HelloAck::is_valid(&HelloAck::encode()));
-        assert!(!HelloAck::is_valid(b"+OK\r\n\0\0\0"));
+        for a in [
+            HelloAck::PLAIN,
+            HelloAck {
+                cma: true,
+                pid: 4242,
+            },
+        ] {
+            assert_eq!(HelloAck::decode(&a.encode()), Some(a));
+        }
+        assert_eq!(HelloAck::decode(b"+OK\r\n\0\0\0\0\0\0\0\0\0\0\0"), None);
+        // An offer without a process, or a process without an offer.
+        let mut b = HelloAck::PLAIN.encode();
+        b[4] = 1;
+        assert_eq!(HelloAck::decode(&b), None);
+        let mut b = HelloAck::PLAIN.encode();
+        b[8] = 7;
+        assert_eq!(HelloAck::decode(&b), None);
     }
 
     #[test]
@@ -447,6 +596,7 @@ mod tests {
             Response::nak(9, Syndrome::Rnr, 12),
             Response::nak(0, Syndrome::RemoteAccess, 0),
             Response::read(3, 1 << 20),
+            Response::cma_grant(11),
         ] {
             assert_eq!(Response::decode(&r.encode()), Some(r));
         }

@@ -44,6 +44,9 @@ pub(crate) struct ActiveWr {
     pub first_psn: u32,
     pub nsegs: u32,
     pub len: u64,
+    /// A READ whose data the same-host path has copied: it completes with
+    /// the acknowledgement of its last PSN.
+    pub cma_read_done: bool,
 }
 
 impl ActiveWr {
@@ -80,6 +83,30 @@ pub(crate) fn segments(len: u64) -> u32 {
 pub(crate) struct ReqConn {
     pub id: u64,
     pub stream: TcpStream,
+    /// The responder's process, where the same-host path is open (offered
+    /// by the responder, checked to hold the connection's far end).
+    pub cma_pid: Option<u32>,
+    /// Cleared when the kernel refuses a copy: the path is not used on
+    /// this connection again.
+    pub cma_live: std::sync::atomic::AtomicBool,
+}
+
+impl ReqConn {
+    /// The process to copy to and from, while the same-host path is open.
+    pub fn cma(&self) -> Option<u32> {
+        self.cma_pid
+            .filter(|_| self.cma_live.load(std::sync::atomic::Ordering::Acquire))
+    }
+}
+
+/// A same-host grant the receiver thread took off the stream, for the
+/// engine waiting on it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CmaGrant {
+    pub conn: u64,
+    pub psn: u32,
+    pub nonce: u32,
+    pub addr: u64,
 }
 
 /// Everything about a QP that changes, under one lock.
@@ -118,6 +145,16 @@ pub(crate) struct QpCore {
     /// were made (see [`QpInner::deliver`]): delivered, in order, when the
     /// last busy thread lets go.
     pub held: VecDeque<(CqSide, WorkCompletion)>,
+    /// The latest same-host grant received.
+    pub cma_grant: Option<CmaGrant>,
+    /// The nonce of the next same-host request.
+    pub cma_nonce: u32,
+    /// The engine is copying by the same-host path: the connection must
+    /// not close under it (the responder keeps the region registered until
+    /// the stream says done, or ends).
+    pub cma_copying: bool,
+    /// A connection to close once the copy is over.
+    pub cma_deferred_close: Option<Arc<ReqConn>>,
 }
 
 /// Which of a QP's completion queues a completion goes to.
@@ -309,7 +346,11 @@ impl QpInner {
         g.timer = None;
         g.rnr_until = None;
         if let Some(c) = g.conn.take() {
-            let _ = c.stream.shutdown(Shutdown::Both);
+            if g.cma_copying {
+                g.cma_deferred_close = Some(c);
+            } else {
+                let _ = c.stream.shutdown(Shutdown::Both);
+            }
         }
         self.wake.notify_all();
     }
@@ -417,6 +458,7 @@ impl QpInner {
                     first_psn: 0,
                     nsegs: 0,
                     len,
+                    cma_read_done: false,
                 });
                 self.complete_head(&mut g, WcStatus::WrFlushErr, vendor_err::FLUSHED);
                 return Ok(());
@@ -442,6 +484,7 @@ impl QpInner {
             first_psn,
             nsegs,
             len,
+            cma_read_done: false,
         });
         drop(g);
         self.wake.notify_all();

@@ -8,12 +8,13 @@
 //! reads ACKs, NAKs and READ responses, placing READ data straight into the
 //! local memory, and completes requests in order.
 
+use super::cma;
 use super::memory::{self, dead_region, walk, KeyError, Piece};
 use super::packet::{
-    Hello, HelloAck, ReqOp, Request, RespOp, Response, Syndrome, FLAG_FIRST, FLAG_LAST,
-    HELLO_ACK_LEN, RESPONSE_LEN,
+    Hello, HelloAck, ReqOp, Request, RespOp, Response, Syndrome, CMA_FAILED, CMA_GRANT_LEN,
+    FLAG_CMA, FLAG_FIRST, FLAG_LAST, HELLO_ACK_LEN, MAX_CMA_WRITE, RESPONSE_LEN, SEGMENT,
 };
-use super::qp::{vendor_err, QpCore, QpInner, ReqConn};
+use super::qp::{vendor_err, CmaGrant, QpCore, QpInner, ReqConn};
 use super::{psn, timers};
 use crate::error::{FabricError, Result};
 use crate::types::{QpType, SendOp, Sge, WcStatus};
@@ -43,6 +44,8 @@ struct Outgoing {
     sges: Vec<Sge>,
     /// Offset of the payload in the message.
     off: u64,
+    /// By the same-host path (see [`transmit_cma`]).
+    cma: bool,
 }
 
 enum TxError {
@@ -79,7 +82,8 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
             }
             g.rnr_until = None;
         }
-        let Some(out) = next_packet(&mut g) else {
+        let cma = qp.qp_type == QpType::Rc && g.conn.as_ref().is_some_and(|c| c.cma().is_some());
+        let Some(out) = next_packet(&mut g, cma) else {
             let deadline = g.timer;
             g = wait(&qp, g, deadline);
             continue;
@@ -110,6 +114,7 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
         drop(g);
         let res = match &conn {
             None => Err(TxError::Unreachable),
+            Some(c) if out.cma => transmit_cma(&qp, c, &out, gen),
             Some(c) => transmit(&qp, c, &out),
         };
         g = qp.lock();
@@ -185,7 +190,7 @@ fn open_stream(
     addr: SocketAddrV4,
     dst_qpn: u32,
     limit: Duration,
-) -> Option<TcpStream> {
+) -> Option<(TcpStream, HelloAck)> {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         tracing::debug!(qpn = format_args!("{:#x}", qp.qpn), %addr, error = %e, "soft requester: {what}");
     };
@@ -212,8 +217,8 @@ fn open_stream(
         .ok()?;
     stream.set_read_timeout(Some(limit)).ok()?;
     let ack = memory::read_header::<HELLO_ACK_LEN>(&stream);
-    match ack {
-        Ok(Some(b)) if HelloAck::is_valid(&b) => {}
+    let ack = match ack {
+        Ok(Some(b)) if HelloAck::decode(&b).is_some() => HelloAck::decode(&b)?,
         other => {
             fail(
                 "the peer did not answer the hello",
@@ -222,9 +227,29 @@ fn open_stream(
             let _ = stream.shutdown(Shutdown::Both);
             return None;
         }
-    }
+    };
     stream.set_read_timeout(None).ok()?;
-    Some(stream)
+    Some((stream, ack))
+}
+
+/// The responder's process for the same-host path, if it offered the path,
+/// this device uses it, and that process holds the far end of `stream`.
+fn cma_peer(qp: &QpInner, stream: &TcpStream, ack: HelloAck) -> Option<u32> {
+    if !ack.cma || !qp.dev.config.cma || qp.qp_type != QpType::Rc {
+        return None;
+    }
+    let local = stream
+        .peer_addr()
+        .is_ok_and(|p| cma::is_local(p.ip(), std::net::IpAddr::V4(qp.dev.ip)));
+    if local && cma::peer_process_holds(stream, ack.pid) {
+        return Some(ack.pid);
+    }
+    tracing::debug!(
+        qpn = format_args!("{:#x}", qp.qpn),
+        pid = ack.pid,
+        "soft requester: same-host path offered by a process that does not hold the connection; not used"
+    );
+    None
 }
 
 fn connect(
@@ -234,11 +259,14 @@ fn connect(
     dst_qpn: u32,
     limit: Duration,
 ) -> Option<Arc<ReqConn>> {
-    let stream = open_stream(qp, addr, dst_qpn, limit)?;
+    let (stream, ack) = open_stream(qp, addr, dst_qpn, limit)?;
     let reader = stream.try_clone().ok()?;
+    let cma_pid = cma_peer(qp, &stream, ack);
     let conn = Arc::new(ReqConn {
         id: qp.dev.next_id(),
         stream,
+        cma_pid,
+        cma_live: std::sync::atomic::AtomicBool::new(cma_pid.is_some()),
     });
     let (q, c) = (qp.clone(), conn.clone());
     std::thread::Builder::new()
@@ -248,7 +276,7 @@ fn connect(
     Some(conn)
 }
 
-fn next_packet(g: &mut QpCore) -> Option<Outgoing> {
+fn next_packet(g: &mut QpCore, cma: bool) -> Option<Outgoing> {
     if psn::diff(g.send_psn, g.next_psn) >= 0 {
         return None;
     }
@@ -283,6 +311,7 @@ fn next_packet(g: &mut QpCore) -> Option<Outgoing> {
         msg_len: a.len,
         imm: 0,
         dc_key,
+        cma_len: 0,
     };
     if k == 0 {
         req.flags |= FLAG_FIRST;
@@ -290,6 +319,7 @@ fn next_packet(g: &mut QpCore) -> Option<Outgoing> {
     if k + 1 == a.nsegs {
         req.flags |= FLAG_LAST;
     }
+    let mut by_cma = false;
     let next;
     match a.wr.op {
         SendOp::RdmaRead(remote) => {
@@ -307,6 +337,10 @@ fn next_packet(g: &mut QpCore) -> Option<Outgoing> {
             req.va = remote.addr.wrapping_add(off);
             req.seg_len = 0;
             req.msg_len = a.len - off;
+            if cma && req.msg_len > 0 {
+                req.flags |= FLAG_CMA;
+                by_cma = true;
+            }
             next = a.end_psn();
         }
         op => {
@@ -333,7 +367,24 @@ fn next_packet(g: &mut QpCore) -> Option<Outgoing> {
                 }
                 SendOp::RdmaRead(_) => ReqOp::ReadReq,
             };
-            next = psn::add(g.send_psn, 1);
+            next = if cma && matches!(op, SendOp::RdmaWrite(_)) && a.len > 0 {
+                // Whole segments, as many as the window has room for.
+                let room = (WINDOW - psn::diff(g.send_psn, g.una)).max(1) as u32;
+                let n = (a.nsegs - k).min(room);
+                let covered = (u64::from(n) * u64::from(SEGMENT))
+                    .min(a.len - off)
+                    .min(MAX_CMA_WRITE);
+                req.flags |= FLAG_CMA;
+                if k + n == a.nsegs {
+                    req.flags |= FLAG_LAST;
+                }
+                req.seg_len = 0;
+                req.cma_len = covered;
+                by_cma = true;
+                psn::add(g.send_psn, n)
+            } else {
+                psn::add(g.send_psn, 1)
+            };
         }
     }
     let sges = a.wr.sg_list.clone();
@@ -341,7 +392,143 @@ fn next_packet(g: &mut QpCore) -> Option<Outgoing> {
     if psn::diff(next, g.sent_hi) > 0 {
         g.sent_hi = next;
     }
-    Some(Outgoing { req, sges, off })
+    Some(Outgoing {
+        req,
+        sges,
+        off,
+        cma: by_cma,
+    })
+}
+
+/// Sends a same-host request ([`FLAG_CMA`]), waits for its grant, copies
+/// the bytes between this process and the responder's, and says done.
+///
+/// The copy happens only between the grant and the done, on this thread,
+/// so the responder keeps its region registered for the whole of it; and
+/// only while the work request is still outstanding. A request whose grant
+/// does not come in time is abandoned without copying (the ACK timer
+/// resends it). When the kernel refuses the copy, the path is turned off
+/// for the connection and the request is sent again over the stream.
+fn transmit_cma(qp: &QpInner, conn: &ReqConn, out: &Outgoing, gen: u64) -> Result<(), TxError> {
+    let Some(pid) = conn.cma() else {
+        // Turned off since the packet was made: send it again the usual way.
+        let mut g = qp.lock();
+        if g.gen == gen && psn::diff(g.send_psn, out.req.psn) > 0 {
+            g.send_psn = out.req.psn;
+        }
+        return Ok(());
+    };
+    let read = out.req.op == ReqOp::ReadReq;
+    let mut req = out.req;
+    req.src_qpn = qp.qpn;
+    req.src_gid = qp.dev.gid;
+    let limit = {
+        let mut g = qp.lock();
+        req.dst_qpn = g.attr.dest_qp_num;
+        g.cma_nonce = g.cma_nonce.wrapping_add(1);
+        req.imm = g.cma_nonce;
+        ack_timeout(qp, &g).unwrap_or(Duration::from_secs(2))
+    };
+    let len = if read { req.msg_len } else { req.cma_len } as usize;
+    let pieces = memory::resolve(&out.sges, qp.pd_id, read, |k| qp.dev.mr(k))
+        .map_err(|_| TxError::LocalKey)?;
+    memory::send_bytes(&conn.stream, &req.encode(), false).map_err(|_| TxError::Io)?;
+
+    let deadline = Instant::now() + limit;
+    let mut g = qp.lock();
+    let grant = loop {
+        if g.gen != gen || g.state != crate::QpState::Rts {
+            return Ok(());
+        }
+        let awaited =
+            |gr: &CmaGrant| gr.conn == conn.id && gr.psn == req.psn && gr.nonce == req.imm;
+        if let Some(gr) = g.cma_grant.filter(awaited) {
+            g.cma_grant = None;
+            break gr;
+        }
+        // Gone back past it (a NAK, a timeout), or no longer outstanding:
+        // nothing is copied for this request.
+        let outstanding = g.sq.iter().any(|w| w.holds(req.psn) && !w.cma_read_done);
+        if psn::diff(g.send_psn, req.psn) <= 0 || !outstanding || Instant::now() >= deadline {
+            return Ok(());
+        }
+        g = wait(qp, g, Some(deadline));
+    };
+    g.cma_copying = true;
+    drop(g);
+
+    let Ok(remote) = usize::try_from(grant.addr) else {
+        return Err(TxError::Io);
+    };
+    let mut at = remote;
+    let copied = walk(&pieces, out.off as usize, len, |p: &Piece, host, n| {
+        let to = at;
+        at += n;
+        // SAFETY: `host..host + n` lies inside the live region `p.mr`
+        // (checked by resolve and walk, writable for a READ), whose guard is
+        // held for the call; the remote range is the one the responder
+        // checked and granted, and keeps registered until our done.
+        p.mr.while_live(|| unsafe { cma::copy(pid, !read, &[(host, n)], to) })
+            .unwrap_or_else(|| Err(dead_region()))
+    });
+    let mut g = qp.lock();
+    g.cma_copying = false;
+    let deferred = g.cma_deferred_close.take();
+    let alive = g.gen == gen;
+    if alive && copied.is_ok() {
+        if read {
+            if let Some(w) = g.sq.iter_mut().find(|w| w.holds(req.psn)) {
+                w.cma_read_done = true;
+            }
+        }
+        // Progress: the acknowledgement timer starts again.
+        g.timer = ack_timeout(qp, &g).map(|t| Instant::now() + t);
+    }
+    drop(g);
+    if let Some(c) = deferred {
+        // The QP left RTS during the copy: the connection closes now.
+        let _ = c.stream.shutdown(Shutdown::Both);
+    }
+    if !alive {
+        return Ok(());
+    }
+    let done = Request {
+        op: ReqOp::CmaDone,
+        flags: 0,
+        dst_qpn: req.dst_qpn,
+        src_qpn: req.src_qpn,
+        src_gid: req.src_gid,
+        psn: req.psn,
+        rkey: req.imm,
+        va: 0,
+        seg_len: 0,
+        msg_len: 0,
+        imm: if copied.is_ok() { 0 } else { CMA_FAILED },
+        dc_key: 0,
+        cma_len: 0,
+    };
+    memory::send_bytes(&conn.stream, &done.encode(), false).map_err(|_| TxError::Io)?;
+    match copied {
+        Ok(()) => {
+            super::count_cma_bytes(len);
+            Ok(())
+        }
+        Err(memory::WalkError::Io(e)) if e.kind() != std::io::ErrorKind::NotFound => {
+            tracing::debug!(
+                qpn = format_args!("{:#x}", qp.qpn),
+                error = %e,
+                "soft requester: the kernel refused the same-host copy; this connection sends bytes over the stream"
+            );
+            conn.cma_live
+                .store(false, std::sync::atomic::Ordering::Release);
+            let mut g = qp.lock();
+            if g.gen == gen && psn::diff(g.send_psn, req.psn) > 0 {
+                g.send_psn = req.psn;
+            }
+            Ok(())
+        }
+        Err(_) => Err(TxError::LocalKey),
+    }
 }
 
 fn transmit(qp: &QpInner, conn: &ReqConn, out: &Outgoing) -> Result<(), TxError> {
@@ -387,7 +574,7 @@ fn transmit(qp: &QpInner, conn: &ReqConn, out: &Outgoing) -> Result<(), TxError>
 fn advance_to(qp: &QpInner, g: &mut QpCore, new_una: u32) {
     let before = g.una;
     while let Some(h) = g.sq.front() {
-        if h.is_read() || psn::diff(new_una, h.end_psn()) < 0 {
+        if (h.is_read() && !h.cma_read_done) || psn::diff(new_una, h.end_psn()) < 0 {
             break;
         }
         qp.complete_head(g, WcStatus::Success, 0);
@@ -471,6 +658,28 @@ fn receive(qp: Arc<QpInner>, gen: u64, conn: Arc<ReqConn>, stream: TcpStream) {
                 }
             }
             RespOp::Nak => on_nak(&qp, &mut g, r),
+            RespOp::CmaGrant => {
+                drop(g);
+                let Ok(Some(b)) = memory::read_header::<{ CMA_GRANT_LEN as usize }>(&stream) else {
+                    break;
+                };
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&b[0..8]);
+                let addr = u64::from_le_bytes(w);
+                let mut n = [0u8; 4];
+                n.copy_from_slice(&b[8..12]);
+                let mut g = qp.lock();
+                if g.gen != gen {
+                    return;
+                }
+                g.cma_grant = Some(CmaGrant {
+                    conn: conn.id,
+                    psn: r.psn,
+                    nonce: u32::from_le_bytes(n),
+                    addr,
+                });
+                qp.wake.notify_all();
+            }
             RespOp::ReadResp => {
                 if !on_read_response(&qp, g, gen, &stream, r) {
                     break;

@@ -8,12 +8,13 @@
 //! with RETRY_EXC_ERR. A key, protection-domain, bounds or access failure
 //! is answered with a remote-access NAK and moves the QP to ERR.
 
+use super::cma;
 use super::dct::DctInner;
 use super::device::{DeviceShared, Target};
 use super::memory::{self, dead_region, walk, MrInner, Piece};
 use super::packet::{
-    Hello, HelloAck, ReqOp, Request, Response, Syndrome, FLAG_FIRST, FLAG_LAST, HELLO_LEN,
-    REQUEST_LEN,
+    Hello, HelloAck, ReqOp, Request, Response, Syndrome, CMA_FAILED, FLAG_CMA, FLAG_FIRST,
+    FLAG_LAST, HELLO_LEN, REQUEST_LEN,
 };
 use super::psn;
 use super::qp::{segments, QpCore, QpInner};
@@ -26,10 +27,15 @@ use std::time::Duration;
 
 /// How long a new connection may take to send its hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a same-host grant keeps its region registered waiting for the
+/// requester's done (the copy of at most 2 GiB between two processes);
+/// after it the connection is closed.
+const CMA_DONE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Reads and checks the hello a connection must open with, and answers it.
 /// `None`: the stream is not a soft requester's (closed by the caller).
-fn accept_hello(dev: &DeviceShared, stream: &TcpStream) -> Option<Hello> {
+/// With the hello, whether the same-host path was offered.
+fn accept_hello(dev: &DeviceShared, stream: &TcpStream) -> Option<(Hello, bool)> {
     let peer = stream.peer_addr().ok()?;
     stream.set_read_timeout(Some(HELLO_TIMEOUT)).ok()?;
     let hello = match memory::read_header::<HELLO_LEN>(stream) {
@@ -47,29 +53,99 @@ fn accept_hello(dev: &DeviceShared, stream: &TcpStream) -> Option<Hello> {
         return None;
     }
     stream.set_read_timeout(None).ok()?;
-    memory::send_bytes(stream, &HelloAck::encode(), false).ok()?;
-    tracing::trace!(%peer, dst = format_args!("{:#x}", hello.dst_qpn), dev = %dev.ip, "soft responder: hello");
-    Some(hello)
+    let cma = dev.config.cma && cma::is_local(peer.ip(), std::net::IpAddr::V4(dev.ip));
+    let ack = if cma {
+        HelloAck {
+            cma: true,
+            pid: std::process::id(),
+        }
+    } else {
+        HelloAck::PLAIN
+    };
+    memory::send_bytes(stream, &ack.encode(), false).ok()?;
+    tracing::trace!(%peer, dst = format_args!("{:#x}", hello.dst_qpn), dev = %dev.ip, cma, "soft responder: hello");
+    Some((hello, cma))
+}
+
+/// How a same-host grant ended.
+enum Granted {
+    /// The requester copied the range.
+    Done,
+    /// The requester could not copy; it sends the bytes over the stream.
+    Failed,
+    /// The requester sent another request instead (it gave up waiting for
+    /// the grant, and copied nothing): served next.
+    Superseded(Request),
+    /// The region was deregistered before the grant.
+    Dead,
+}
+
+/// Grants the requester the checked range at `host` of `mr` for the
+/// request `req`, and keeps the region registered until its answer.
+fn grant(stream: &TcpStream, mr: &MrInner, host: usize, req: &Request) -> io::Result<Granted> {
+    let nonce = req.imm;
+    let held = mr.while_live(|| -> io::Result<Granted> {
+        let mut payload = [0u8; super::packet::CMA_GRANT_LEN as usize];
+        payload[0..8].copy_from_slice(&(host as u64).to_le_bytes());
+        payload[8..12].copy_from_slice(&nonce.to_le_bytes());
+        memory::send_bytes(stream, &Response::cma_grant(req.psn).encode(), true)?;
+        memory::send_bytes(stream, &payload, false)?;
+        stream.set_read_timeout(Some(CMA_DONE_TIMEOUT))?;
+        let next = memory::read_header::<REQUEST_LEN>(stream);
+        stream.set_read_timeout(None)?;
+        let Some(hdr) = next? else {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        };
+        let Some(r) = Request::decode(&hdr) else {
+            return Err(io::Error::other(
+                "malformed request after a same-host grant",
+            ));
+        };
+        if r.op == ReqOp::CmaDone && r.psn == req.psn && r.rkey == nonce {
+            return Ok(if r.imm == CMA_FAILED {
+                Granted::Failed
+            } else {
+                Granted::Done
+            });
+        }
+        Ok(Granted::Superseded(r))
+    });
+    held.unwrap_or(Ok(Granted::Dead))
 }
 
 /// Serves one connection until it closes.
 pub(crate) fn serve(dev: Arc<DeviceShared>, stream: TcpStream, conn_id: u64) {
-    let Some(hello) = accept_hello(&dev, &stream) else {
+    let Some((hello, cma_offered)) = accept_hello(&dev, &stream) else {
         let _ = stream.shutdown(std::net::Shutdown::Both);
         dev.unregister_conn(conn_id);
         return;
     };
     let mut dct_epsn: HashMap<u32, u32> = HashMap::new();
+    let mut pending: Option<Request> = None;
     let r = loop {
-        let hdr = match memory::read_header::<REQUEST_LEN>(&stream) {
-            Ok(Some(h)) => h,
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
+        let req = match pending.take() {
+            Some(r) => r,
+            None => {
+                let hdr = match memory::read_header::<REQUEST_LEN>(&stream) {
+                    Ok(Some(h)) => h,
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                };
+                let Some(req) = Request::decode(&hdr) else {
+                    tracing::warn!("soft responder: malformed request; closing the connection");
+                    break Ok(());
+                };
+                req
+            }
         };
-        let Some(req) = Request::decode(&hdr) else {
-            tracing::warn!("soft responder: malformed request; closing the connection");
+        if (req.flags & FLAG_CMA != 0 || req.op == ReqOp::CmaDone) && !cma_offered {
+            tracing::warn!("soft responder: a same-host request where none was offered; closing the connection");
             break Ok(());
-        };
+        }
+        if req.op == ReqOp::CmaDone {
+            // For a grant this responder no longer waits for.
+            continue;
+        }
         if req.src_gid != hello.src_gid
             || req.src_qpn != hello.src_qpn
             || req.dst_qpn != hello.dst_qpn
@@ -83,7 +159,7 @@ pub(crate) fn serve(dev: Arc<DeviceShared>, stream: TcpStream, conn_id: u64) {
         }
         let step = match dev.target(req.dst_qpn) {
             Some(Target::Rc(w)) => match w.upgrade() {
-                Some(qp) => rc_request(&dev, &qp, &stream, &req),
+                Some(qp) => rc_request(&dev, &qp, &stream, &req, &mut pending),
                 None => memory::drain(&stream, req.seg_len as usize),
             },
             Some(Target::Dct(w)) => match w.upgrade() {
@@ -196,6 +272,7 @@ fn rc_request(
     qp: &QpInner,
     stream: &TcpStream,
     req: &Request,
+    pending: &mut Option<Request>,
 ) -> io::Result<()> {
     let mut g = qp.lock();
     let peer_ok = g.attr.dest_qp_num == req.src_qpn
@@ -242,6 +319,9 @@ fn rc_request(
             {
                 return respond(stream, Response::nak(req.psn, Syndrome::RemoteAccess, 0));
             }
+            if req.flags & FLAG_CMA != 0 {
+                return cma_read(dev, qp, stream, req, qp_access, pending);
+            }
             return read_out(dev, stream, req, qp.pd_id, qp_access);
         }
         memory::drain(stream, req.seg_len as usize)?;
@@ -267,7 +347,60 @@ fn rc_request(
             }
             g.epsn = psn::add(req.psn, segments(req.msg_len));
             drop(g);
+            if req.flags & FLAG_CMA != 0 {
+                return cma_read(dev, qp, stream, req, qp_access, pending);
+            }
             read_out(dev, stream, req, qp.pd_id, qp_access)
+        }
+        // Answered in `serve` (never reaches a QP).
+        ReqOp::CmaDone => Ok(()),
+        ReqOp::Write if req.flags & FLAG_CMA != 0 => {
+            let whole = if first {
+                check_remote(
+                    dev,
+                    qp.pd_id,
+                    req.rkey,
+                    req.va,
+                    req.msg_len,
+                    AccessFlags::REMOTE_WRITE,
+                    qp_access,
+                )
+            } else {
+                Ok(None)
+            };
+            let covered = check_remote(
+                dev,
+                qp.pd_id,
+                req.rkey,
+                req.va,
+                req.cma_len,
+                AccessFlags::REMOTE_WRITE,
+                qp_access,
+            );
+            let (Ok(_), Ok(Some((mr, host)))) = (whole, covered) else {
+                return nak_and_error(qp, g, stream, req, Syndrome::RemoteAccess);
+            };
+            let gen = g.gen;
+            drop(g);
+            match grant(stream, &mr, host, req)? {
+                Granted::Done => {}
+                Granted::Failed => return Ok(()),
+                Granted::Superseded(next) => {
+                    *pending = Some(next);
+                    return Ok(());
+                }
+                Granted::Dead => {
+                    return nak_and_error(qp, qp.lock(), stream, req, Syndrome::RemoteAccess)
+                }
+            }
+            let mut g = qp.lock();
+            if g.gen != gen {
+                return Ok(());
+            }
+            let n = segments(req.cma_len);
+            g.epsn = psn::add(req.psn, n);
+            drop(g);
+            respond(stream, Response::ack(psn::add(req.psn, n - 1)))
         }
         ReqOp::Write | ReqOp::WriteImm => {
             if req.op == ReqOp::WriteImm && first && g.rq.is_empty() {
@@ -420,6 +553,43 @@ fn rc_request(
     }
 }
 
+/// A same-host READ, already checked (and its PSNs taken): grants the whole
+/// range, and acknowledges its last PSN once the requester has copied it.
+fn cma_read(
+    dev: &DeviceShared,
+    qp: &QpInner,
+    stream: &TcpStream,
+    req: &Request,
+    qp_access: AccessFlags,
+    pending: &mut Option<Request>,
+) -> io::Result<()> {
+    let target = check_remote(
+        dev,
+        qp.pd_id,
+        req.rkey,
+        req.va,
+        req.msg_len,
+        AccessFlags::REMOTE_READ,
+        qp_access,
+    );
+    let Ok(Some((mr, host))) = target else {
+        // Zero-length reads have no range to grant: answered as usual.
+        return read_out(dev, stream, req, qp.pd_id, qp_access);
+    };
+    match grant(stream, &mr, host, req)? {
+        Granted::Done => {
+            let last = psn::add(req.psn, segments(req.msg_len) - 1);
+            respond(stream, Response::ack(last))
+        }
+        Granted::Failed => Ok(()),
+        Granted::Superseded(next) => {
+            *pending = Some(next);
+            Ok(())
+        }
+        Granted::Dead => respond(stream, Response::nak(req.psn, Syndrome::RemoteAccess, 0)),
+    }
+}
+
 fn dct_request(
     dev: &DeviceShared,
     dct: &DctInner,
@@ -431,6 +601,10 @@ fn dct_request(
         // A wrong DC key is dropped and counted, never answered.
         dct.count_violation();
         return memory::drain(stream, req.seg_len as usize);
+    }
+    if req.flags & FLAG_CMA != 0 {
+        // The same-host path is for RC; a DC initiator never asks for it.
+        return respond(stream, Response::nak(req.psn, Syndrome::InvalidRequest, 0));
     }
     // A DC initiator's stream starts at whatever PSN it sends first.
     let epsn = epsn_by_dct.entry(dct.dctn).or_insert(req.psn);

@@ -15,8 +15,12 @@
  *                         query_port; 0 a plain ibv_context (abi_compat NULL)
  *   fake_log(), fake_clear_log(), fake_live_objects()
  *
- * Compile-time variants: -DNO_OPTIONAL leaves out ibv_reg_mr_iova2 and
- * ibv_reg_dmabuf_mr; -DNO_CREATE_QP leaves out ibv_create_qp.
+ * Compile-time variants: -DNO_OPTIONAL leaves out ibv_reg_mr_iova2,
+ * ibv_reg_dmabuf_mr and the completion channel functions; -DNO_CREATE_QP
+ * leaves out ibv_create_qp.
+ *
+ * Completion channels: a pipe; a completion pushed on a CQ armed with
+ * req_notify_cq writes one byte (one event) and disarms it.
  *
  * Completions: each send WR completes on the send CQ (wr_id 0xbad with
  * RETRY_EXC_ERR and vendor_err 0x81); a *_WITH_IMM also completes a
@@ -31,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #undef ibv_get_device_list
 #undef ibv_query_port
@@ -82,6 +88,14 @@ struct fake_cq {
 	struct ibv_cq cq;
 	struct ibv_wc wcs[256];
 	int head, tail;
+	int armed;
+	unsigned int unacked;
+};
+
+struct fake_channel {
+	struct ibv_comp_channel ch;
+	int wfd;
+	struct ibv_cq *last;
 };
 
 struct fake_qp {
@@ -95,7 +109,78 @@ static void push_wc(struct ibv_cq *cq, const struct ibv_wc *wc)
 
 	if (f->tail - f->head < 256)
 		f->wcs[f->tail++ % 256] = *wc;
+	if (f->armed && cq->channel) {
+		struct fake_channel *c = (struct fake_channel *)cq->channel;
+		char one = 1;
+
+		f->armed = 0;
+		c->last = cq;
+		if (write(c->wfd, &one, 1) != 1)
+			logf_("event write failed");
+	}
 }
+
+static int fake_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	logf_("req_notify_cq solicited_only=%d", solicited_only);
+	((struct fake_cq *)cq)->armed = 1;
+	return 0;
+}
+
+#ifndef NO_OPTIONAL
+struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
+{
+	struct fake_channel *c = calloc(1, sizeof(*c));
+	int p[2];
+
+	if (!c)
+		return NULL;
+	if (pipe(p) != 0) {
+		free(c);
+		return NULL;
+	}
+	c->ch.context = ctx;
+	c->ch.fd = p[0];
+	c->wfd = p[1];
+	live_objects++;
+	logf_("create_comp_channel");
+	return &c->ch;
+}
+
+int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
+{
+	struct fake_channel *c = (struct fake_channel *)ch;
+
+	logf_("destroy_comp_channel nonblocking=%d",
+	      (fcntl(ch->fd, F_GETFL) & O_NONBLOCK) != 0);
+	close(ch->fd);
+	close(c->wfd);
+	free(c);
+	live_objects--;
+	return 0;
+}
+
+int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq,
+		     void **cq_context)
+{
+	struct fake_channel *c = (struct fake_channel *)ch;
+	char b;
+
+	if (read(ch->fd, &b, 1) != 1)
+		return -1;
+	*cq = c->last;
+	*cq_context = c->last->cq_context;
+	((struct fake_cq *)c->last)->unacked++;
+	logf_("get_cq_event");
+	return 0;
+}
+
+void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int n)
+{
+	((struct fake_cq *)cq)->unacked -= n;
+	logf_("ack_cq_events n=%u", n);
+}
+#endif
 
 struct ibv_device **ibv_get_device_list(int *num)
 {
@@ -264,6 +349,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *d)
 	ctx = &v->context;
 	ctx->device = d;
 	ctx->ops.poll_cq = fake_poll_cq;
+	ctx->ops.req_notify_cq = fake_req_notify_cq;
 	ctx->ops.post_send = fake_post_send;
 	ctx->ops.post_recv = fake_post_recv;
 	if (extended) {
@@ -411,6 +497,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 	if (!f)
 		return NULL;
 	f->cq.context = ctx;
+	f->cq.channel = channel;
 	f->cq.cq_context = cq_context;
 	f->cq.cqe = cqe + 1; /* real devices round up */
 	live_objects++;
@@ -419,7 +506,8 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 
 int ibv_destroy_cq(struct ibv_cq *cq)
 {
-	logf_("destroy_cq cqe=%d", cq->cqe);
+	logf_("destroy_cq cqe=%d unacked=%u", cq->cqe,
+	      ((struct fake_cq *)cq)->unacked);
 	free(cq);
 	live_objects--;
 	return 0;

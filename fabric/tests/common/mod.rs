@@ -16,10 +16,51 @@ pub const RW: AccessFlags = AccessFlags(
 pub const REMOTE_RW: AccessFlags =
     AccessFlags(AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0);
 
+thread_local! {
+    /// The path the current test runs on (see [`with_path`]); `None`: as
+    /// the environment says.
+    static CMA: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `test` with the providers it makes using the same-host path
+/// (`cma`) or only the TCP stream.
+pub fn with_path(cma: bool, test: impl FnOnce()) {
+    CMA.with(|c| c.set(Some(cma)));
+    test();
+    CMA.with(|c| c.set(None));
+}
+
+fn config(timeout_scale: f64) -> SoftConfig {
+    let env = SoftConfig::from_env();
+    SoftConfig {
+        timeout_scale,
+        cma: CMA.with(|c| c.get()).unwrap_or(env.cma),
+    }
+}
+
 /// A provider whose timers run 10x faster than hardware, so failures that
 /// wait for retries stay quick.
 pub fn fast_provider() -> SoftProvider {
-    SoftProvider::new(vec![Ipv4Addr::LOCALHOST], SoftConfig { timeout_scale: 0.1 })
+    SoftProvider::new(vec![Ipv4Addr::LOCALHOST], config(0.1))
+}
+
+/// A provider with hardware timing.
+pub fn default_provider() -> SoftProvider {
+    SoftProvider::new(vec![Ipv4Addr::LOCALHOST], config(1.0))
+}
+
+/// Declares each named test twice: in `cma`, on the same-host path, and in
+/// `tcp`, on the TCP stream only; every rule must hold on both.
+#[macro_export]
+macro_rules! both_paths {
+    ($($name:ident),* $(,)?) => {
+        mod cma {
+            $( #[test] fn $name() { $crate::common::with_path(true, super::$name) } )*
+        }
+        mod tcp {
+            $( #[test] fn $name() { $crate::common::with_path(false, super::$name) } )*
+        }
+    };
 }
 
 /// One end: a device, a PD, a CQ and an RC QP in INIT.

@@ -72,7 +72,7 @@ pub enum AuthError {
     /// body are malformed, or a declared one is missing.
     #[error("{0}")]
     MalformedTrailer(String),
-    /// 501 `NotImplemented`: SigV2, SigV4a and other schemes this front does
+    /// 501 `NotImplemented`: SigV4a and other schemes this front does
     /// not serve.
     #[error("{0}")]
     NotImplemented(String),

@@ -3,7 +3,11 @@
 //! - [`verify`] checks a request's signature, header-signed
 //!   (`Authorization: AWS4-HMAC-SHA256 ...`) or presigned (`X-Amz-*` query
 //!   parameters), against the configured [`Credentials`], and says in
-//!   [`Verified::body`] what the client signed about the body.
+//!   [`Verified::body`] what the client signed about the body. Signature
+//!   Version 2 (`Authorization: AWS key:signature`, or `AWSAccessKeyId`,
+//!   `Signature` and `Expires` in the query) is verified by `sigv2.rs`.
+//! - [`post_form`] checks a browser-based upload's form: its SigV4 or SigV2
+//!   form signature and its POST policy.
 //! - [`decode_body`] turns the body into what the client meant: aws-chunked
 //!   decoded with every chunk signature checked in order and a trailing
 //!   checksum (`x-amz-trailer: x-amz-checksum-*`) checked against the
@@ -29,7 +33,9 @@
 mod canonical;
 mod chunked;
 mod error;
+pub mod post_form;
 mod sign;
+mod sigv2;
 mod verify;
 
 use std::collections::HashMap;

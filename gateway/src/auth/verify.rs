@@ -147,16 +147,18 @@ fn verify_inner(
                 "Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter or the Authorization header should be specified".into(),
             ))
         }
-        (Some(value), None) => header_signed(parts, value, &pairs, settings, now)?,
-        (None, _) if presigned => presigned_url(parts, &pairs, settings, now)?,
-        (None, _) => {
-            let v2 = pairs.iter().any(|(k, _)| k == b"AWSAccessKeyId")
-                && pairs.iter().any(|(k, _)| k == b"Signature");
-            if v2 {
-                return Err(AuthError::NotImplemented(
-                    "Signature Version 2 is not supported; use AWS4-HMAC-SHA256".into(),
-                ));
+        (Some(value), None) => {
+            // Signature Version 2: `AWS <access key>:<signature>`.
+            if let Some(v2) = value.to_str().ok().and_then(|v| v.trim().strip_prefix("AWS ")) {
+                return super::sigv2::verify_header(parts, v2, creds, settings, now);
             }
+            header_signed(parts, value, &pairs, settings, now)?
+        }
+        (None, _) if presigned => presigned_url(parts, &pairs, settings, now)?,
+        (None, _) if super::sigv2::is_presigned(&pairs) => {
+            return super::sigv2::verify_query(parts, &pairs, creds, now);
+        }
+        (None, _) => {
             return Err(AuthError::AccessDenied("the request is not signed (anonymous access is not allowed)".into()));
         }
     };
@@ -244,8 +246,8 @@ fn header_signed(
     match algorithm {
         ALGORITHM => {}
         "AWS" => {
-            return Err(AuthError::NotImplemented(
-                "Signature Version 2 is not supported; use AWS4-HMAC-SHA256".into(),
+            return Err(AuthError::InvalidArgument(
+                "AWS authorization header is invalid.  Expected AwsAccessKeyId:signature".into(),
             ))
         }
         ALGORITHM_V4A => {

@@ -3,11 +3,10 @@
 //! RTS once, and reused for any target; one whose QP failed is destroyed
 //! when its lease ends, and its slot is made again on the next need.
 
+use super::completions::AsyncCq;
 use super::shares::KeyShares;
 use hipobj_fabric::rc::RcParams;
-use hipobj_fabric::{
-    CompletionQueue, Device, FabricError, ProtectionDomain, QpCap, QpState, QpType, QueuePair,
-};
+use hipobj_fabric::{Device, FabricError, ProtectionDomain, QpCap, QpState, QpType, QueuePair};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -27,7 +26,7 @@ pub enum DciError {
 #[derive(Debug)]
 struct Dci {
     qp: QueuePair,
-    cq: CompletionQueue,
+    cq: AsyncCq,
 }
 
 #[derive(Debug)]
@@ -134,7 +133,10 @@ fn make(device: &Device, pd: &ProtectionDomain, params: &RcParams) -> Result<Dci
         },
     )?;
     hipobj_fabric::dc::initiator_to_rts(&qp, params)?;
-    Ok(Dci { qp, cq })
+    Ok(Dci {
+        qp,
+        cq: AsyncCq::new(cq),
+    })
 }
 
 impl DciLease {
@@ -150,7 +152,7 @@ impl DciLease {
     }
 
     /// Its completion queue.
-    pub fn cq(&self) -> &CompletionQueue {
+    pub fn cq(&self) -> &AsyncCq {
         &self.dci().cq
     }
 }
@@ -161,8 +163,8 @@ impl Drop for DciLease {
         // Only a clean initiator goes back: in RTS, and with no completion
         // left over from the transfer that used it.
         let mut left = Vec::new();
-        let clean =
-            matches!(d.qp.state(), Ok(QpState::Rts)) && matches!(d.cq.poll(&mut left, 1), Ok(0));
+        let clean = matches!(d.qp.state(), Ok(QpState::Rts))
+            && matches!(d.cq.cq().poll(&mut left, 1), Ok(0));
         if clean {
             self.shared
                 .idle

@@ -9,6 +9,7 @@
 //! - `get`, `put`: GetObject, and PutObject/UploadPart.
 
 pub mod checksum;
+pub mod completions;
 pub mod dci;
 mod get;
 pub mod mover;

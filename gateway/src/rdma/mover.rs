@@ -2,13 +2,12 @@
 //! waiting for the server's own completions, in order, with several work
 //! requests in flight.
 
+use super::completions::AsyncCq;
 use super::dci::DciLease;
 use super::pairs::Pair;
 use super::staging::Staging;
 use hipobj_fabric::rc;
-use hipobj_fabric::{
-    CompletionQueue, DcAddr, QueuePair, RemoteAddr, SendOp, SendWr, WcStatus, WorkCompletion,
-};
+use hipobj_fabric::{DcAddr, QueuePair, RemoteAddr, SendOp, SendWr, WcStatus, WorkCompletion};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,19 +73,6 @@ pub enum MoveError {
     },
 }
 
-/// The completion, if it is there already: a chunk's WRITE or READ often
-/// completes while the next chunk is filled, and then no blocking thread is
-/// needed to wait for it. (Polling longer, yielding, was tried: on a 2-core
-/// host the spinning task takes the core the software provider's threads
-/// need, and 4 KiB GETs got slower.)
-fn poll_now(cq: &CompletionQueue) -> hipobj_fabric::Result<Option<WorkCompletion>> {
-    let mut out = Vec::with_capacity(1);
-    if cq.poll(&mut out, 1)? == 1 {
-        return Ok(out.pop());
-    }
-    Ok(None)
-}
-
 /// Work requests in flight and their staging buffers.
 ///
 /// The rule it keeps, on every provider: memory a posted work request names
@@ -126,7 +112,7 @@ impl Mover {
         self.inflight.len()
     }
 
-    fn qp_cq(&self) -> (&QueuePair, &CompletionQueue, Option<DcAddr>) {
+    fn qp_cq(&self) -> (&QueuePair, &AsyncCq, Option<DcAddr>) {
         match self.path.as_ref() {
             Some(Path::Rc(p)) => (&p.qp, &p.cq, None),
             Some(Path::Dc { lease, to }) => (lease.qp(), lease.cq(), Some(*to)),
@@ -226,20 +212,11 @@ impl Mover {
         }
     }
 
-    /// The next completion on the path's CQ within `limit`, without a
-    /// blocking thread when it is already there.
+    /// The next completion on the path's CQ within `limit`, awaited on
+    /// the CQ's completion channel (no thread held while waiting).
     async fn next_completion(&self, limit: Duration) -> Option<WorkCompletion> {
         let (_, cq, _) = self.qp_cq();
-        let cq = cq.clone();
-        match poll_now(&cq) {
-            Ok(Some(wc)) => Some(wc),
-            Ok(None) => tokio::task::spawn_blocking(move || cq.wait_one(limit))
-                .await
-                .ok()
-                .and_then(|r| r.ok())
-                .flatten(),
-            Err(_) => None,
-        }
+        cq.next(limit).await.ok().flatten()
     }
 
     /// Moves the QP to ERR, so that the provider flushes what is queued.
@@ -316,12 +293,34 @@ impl Drop for Mover {
         };
         let _ = rc::to_error(qp);
         let mut pending = Pending(inflight);
+        // On the event loop where there is one (the usual case: a request's
+        // task was cancelled), else on a thread of its own.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let cq = match &path {
+                    Path::Rc(p) => &p.cq,
+                    Path::Dc { lease, .. } => lease.cq(),
+                };
+                while !pending.0.is_empty() {
+                    match cq.next(FLUSH_TIMEOUT).await {
+                        Ok(Some(_)) => {
+                            pending.0.pop_front();
+                        }
+                        // Dropping `pending` quarantines what is left.
+                        _ => break,
+                    }
+                }
+                drop(pending);
+                drop(path);
+            });
+            return;
+        }
         let reaper = std::thread::Builder::new()
             .name("rdma-flush".into())
             .spawn(move || {
                 let cq = match &path {
-                    Path::Rc(p) => p.cq.clone(),
-                    Path::Dc { lease, .. } => lease.cq().clone(),
+                    Path::Rc(p) => p.cq.cq().clone(),
+                    Path::Dc { lease, .. } => lease.cq().cq().clone(),
                 };
                 while !pending.0.is_empty() {
                     match cq.wait_one(FLUSH_TIMEOUT) {

@@ -7,10 +7,11 @@
 //! next handshake. A handshake naming a client QP that is paired under
 //! another access key is refused and leaves that pair alone.
 
+use super::completions::AsyncCq;
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::{
-    AccessFlags, CompletionQueue, Device, Gid, ProtectionDomain, QpCap, QpType, QueuePair,
-    RemoteAddr, SendOp, SendWr, WcStatus,
+    AccessFlags, Device, Gid, ProtectionDomain, QpCap, QpType, QueuePair, RemoteAddr, SendOp,
+    SendWr, WcStatus,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,8 +24,8 @@ pub struct Pair {
     pub access_key: String,
     /// The server QP.
     pub qp: QueuePair,
-    /// Its completion queue.
-    pub cq: CompletionQueue,
+    /// Its completion queue, awaited on the event loop.
+    pub cq: AsyncCq,
     /// One transfer at a time on a QP.
     pub busy: tokio::sync::Mutex<()>,
     last_used: Mutex<Instant>,
@@ -157,7 +158,7 @@ impl Pairs {
         let pair = Arc::new(Pair {
             access_key: access_key.to_string(),
             qp,
-            cq,
+            cq: AsyncCq::new(cq),
             busy: tokio::sync::Mutex::new(()),
             last_used: Mutex::new(Instant::now()),
             last_probed: Mutex::new(None),
@@ -224,7 +225,7 @@ impl Pairs {
         for (k, p, guard, ok) in posted {
             let alive = ok
                 && matches!(
-                    p.cq.wait_one(deadline.saturating_duration_since(Instant::now())),
+                    p.cq.cq().wait_one(deadline.saturating_duration_since(Instant::now())),
                     Ok(Some(wc)) if wc.status == WcStatus::Success
                 );
             if !alive {

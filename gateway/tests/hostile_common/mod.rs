@@ -164,7 +164,7 @@ fn session(c: &mut TcpStream, s: &Arc<(Mutex<State>, Condvar)>) -> std::io::Resu
     if Hello::decode(&h).is_none() {
         return Ok(());
     }
-    c.write_all(&HelloAck::encode())?;
+    c.write_all(&HelloAck::PLAIN.encode())?;
     loop {
         {
             let mut g = s.0.lock().unwrap();
