@@ -108,8 +108,21 @@ pub struct CommonArgs {
         value_name = "CIDR,..."
     )]
     pub rdma_allow_peers: Vec<ipnet::IpNet>,
+    /// Domains of virtual-hosted-style requests (repeatable or
+    /// comma-separated, as MinIO's MINIO_DOMAIN): `Host: bucket.DOMAIN[:port]`
+    /// with path `/key` is served as `/bucket/key` (RDMA, signatures and
+    /// metrics alike). Without it, requests are path-style.
+    #[arg(
+        long,
+        env = "HIPOBJ_DOMAIN",
+        value_delimiter = ',',
+        value_name = "DOMAIN,..."
+    )]
+    pub domain: Vec<String>,
     /// Clock skew allowed between a signed request's date and the
-    /// gateway's clock (beyond it: 403 RequestTimeTooSkewed).
+    /// gateway's clock (beyond it: 403 RequestTimeTooSkewed; a presigned
+    /// URL dated that far ahead: 403 AccessDenied "Request is not valid
+    /// yet").
     #[arg(long, env = "HIPOBJ_MAX_CLOCK_SKEW", default_value = "15m", value_parser = positive_duration, value_name = "DURATION")]
     pub max_clock_skew: Duration,
     /// How long a request head may take to arrive, from its first byte (or
@@ -329,6 +342,7 @@ impl CommonArgs {
             idle_timeout: self.idle_timeout,
             body_read_timeout: self.body_read_timeout,
             max_connections: self.max_connections,
+            domains: self.domain.clone(),
         }
     }
 
@@ -517,6 +531,10 @@ mod tests {
             "90s",
             "--max-connections",
             "64",
+            "--domain",
+            "s3.example.com,localhost",
+            "--domain",
+            "s3.internal",
         ])
         .unwrap();
         assert_eq!(
@@ -526,6 +544,11 @@ mod tests {
                 idle_timeout: Duration::from_secs(300),
                 body_read_timeout: Duration::from_secs(90),
                 max_connections: 64,
+                domains: vec![
+                    "s3.example.com".into(),
+                    "localhost".into(),
+                    "s3.internal".into()
+                ],
             }
         );
         for (flag, value) in [

@@ -182,6 +182,11 @@ pub struct ServerConfig {
     /// the open-file limit with a reserve; see `server::connection_cap`);
     /// one beyond it is answered 503 `SlowDown` and closed.
     pub max_connections: usize,
+    /// Domains under which a request is virtual-hosted
+    /// (`Host: bucket.<domain>[:port]`, path `/key`), as MinIO's
+    /// `MINIO_DOMAIN`: such a request is served as `/bucket/key` is. Empty:
+    /// path-style only.
+    pub domains: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -191,6 +196,7 @@ impl Default for ServerConfig {
             idle_timeout: Duration::from_secs(60),
             body_read_timeout: Duration::from_secs(60),
             max_connections: 4096,
+            domains: Vec::new(),
         }
     }
 }

@@ -104,6 +104,16 @@ impl Engine {
                 _ => {}
             }
         }
+        // A virtual-hosted request is served as its path-style form; its
+        // signature is verified over what was signed (Host and path as sent).
+        let mut parts = parts;
+        let path_style = match path_style_uri(&parts, &self.server.domains) {
+            Ok(u) => u,
+            Err(e) => return e.into_response(&request_id),
+        };
+        let as_sent = path_style
+            .as_ref()
+            .map(|u| std::mem::replace(&mut parts.uri, u.clone()));
         // A browser-based upload: its signature is in the form.
         if let Some(bucket) = crate::post_object::is_post_object(&parts)
             .then(|| crate::post_object::path_bucket(&parts).map(str::to_string))
@@ -123,6 +133,9 @@ impl Engine {
                 Err(e) => e.into_response(&request_id),
             };
         }
+        if let Some(u) = as_sent {
+            parts.uri = u;
+        }
         let verified = match auth::verify(&parts, &self.creds, &self.auth, SystemTime::now()) {
             Ok(v) => v,
             Err(e) => {
@@ -132,6 +145,9 @@ impl Engine {
                     .into_response(&request_id);
             }
         };
+        if let Some(u) = path_style {
+            parts.uri = u;
+        }
         // Two tokens would leave it to chance which one is served (and
         // signed as "a,b", neither is what was signed alone).
         if parts
@@ -183,13 +199,15 @@ impl Engine {
                     _ => Payload::Unsigned,
                 };
                 let decoded_length = verified.decoded_length;
-                let body = auth::decode_body(&verified, body);
-                match crate::proxy::forward(
+                let checksum = trailing_checksum(&verified);
+                let (body, trailers) = auth::decode_body_with_trailers(&verified, body);
+                match crate::proxy::forward_with_trailer(
                     self.upstream.as_ref(),
                     parts,
                     body,
                     decoded_length,
                     payload,
+                    checksum.map(|a| (a, trailers)),
                 )
                 .await
                 {
@@ -199,6 +217,50 @@ impl Engine {
             }
         }
     }
+}
+
+/// The checksum an aws-chunked body carries in its trailer, when it carries
+/// exactly one trailing header and that is a checksum (`x-amz-trailer:
+/// x-amz-checksum-*`): passed on to the store in a trailer of its own.
+fn trailing_checksum(verified: &auth::Verified) -> Option<crate::checksum::Algorithm> {
+    let chunked = matches!(
+        verified.body,
+        BodyMode::ChunkedSigned { trailer: true } | BodyMode::ChunkedUnsigned
+    );
+    match verified.declared_trailers() {
+        [one] if chunked && verified.decoded_length.is_some() => {
+            crate::checksum::Algorithm::from_header(one)
+        }
+        _ => None,
+    }
+}
+
+/// The path-style URI of a virtual-hosted request (`Host:
+/// bucket.<domain>`, path `/key`): `/bucket/key`, the query kept; `None`
+/// for a path-style request.
+fn path_style_uri(
+    parts: &http::request::Parts,
+    domains: &[String],
+) -> Result<Option<http::Uri>, S3Error> {
+    if domains.is_empty() {
+        return Ok(None);
+    }
+    let host = parts
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str()));
+    let pq = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let Some(rewritten) = crate::s3op::path_style(host, pq, domains) else {
+        return Ok(None);
+    };
+    http::Uri::try_from(rewritten).map(Some).map_err(|_| {
+        S3Error::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidURI",
+            "the virtual-hosted request has no path-style form".to_string(),
+        )
+    })
 }
 
 /// Liveness: the process serves requests.

@@ -84,12 +84,57 @@ pub async fn forward(
     decoded_length: Option<u64>,
     payload: Payload,
 ) -> Result<Response<Body>, S3Error> {
+    forward_with_trailer(upstream, parts, body, decoded_length, payload, None).await
+}
+
+/// [`forward`], with the trailing checksum of an aws-chunked body: its
+/// algorithm and the handle its value arrives on once the decoded `body`
+/// has ended. The store then gets the body framed again as aws-chunked
+/// with that checksum in its trailer (`STREAMING-UNSIGNED-PAYLOAD-TRAILER`,
+/// [`crate::rechunk`]), so that it records and echoes the checksum as it
+/// would without the gateway.
+pub async fn forward_with_trailer(
+    upstream: &dyn Upstream,
+    parts: http::request::Parts,
+    body: Body,
+    decoded_length: Option<u64>,
+    payload: Payload,
+    trailer: Option<(crate::checksum::Algorithm, crate::auth::TrailingHeaders)>,
+) -> Result<Response<Body>, S3Error> {
     let op = crate::metrics::s3_operation(&parts.method, &parts.uri, &parts.headers);
     let mut headers = forwardable_headers(&parts.headers);
     if let Some(len) = decoded_length {
         headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
     }
     let uri = strip_presign_params(&parts.uri)?;
+    let (body, payload) = match (trailer, decoded_length) {
+        (Some((algorithm, trailers)), Some(decoded)) => {
+            match crate::rechunk::encoded_len(decoded, algorithm) {
+                Some(encoded) => {
+                    let encoding = match headers.get(CONTENT_ENCODING).and_then(|v| v.to_str().ok())
+                    {
+                        Some(other) => format!("aws-chunked,{other}"),
+                        None => "aws-chunked".to_string(),
+                    };
+                    if let Ok(v) = HeaderValue::from_str(&encoding) {
+                        headers.insert(CONTENT_ENCODING, v);
+                    }
+                    headers.insert("x-amz-decoded-content-length", HeaderValue::from(decoded));
+                    headers.insert(
+                        "x-amz-trailer",
+                        HeaderValue::from_static(algorithm.header()),
+                    );
+                    headers.insert(CONTENT_LENGTH, HeaderValue::from(encoded));
+                    let body = Body::new(crate::rechunk::Rechunked::new(
+                        body, trailers, algorithm, encoded,
+                    ));
+                    (body, Payload::StreamingUnsignedTrailer)
+                }
+                None => (body, payload),
+            }
+        }
+        _ => (body, payload),
+    };
 
     let failure = FailureSlot::default();
     let body = Body::new(Watched {

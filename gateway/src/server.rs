@@ -694,6 +694,7 @@ mod tests {
             idle_timeout: Duration::MAX,
             body_read_timeout: Duration::MAX,
             max_connections: 1,
+            ..ServerConfig::default()
         };
         let l = Limits::new(&cfg);
         assert_eq!(

@@ -27,8 +27,9 @@ pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934c
 const MAX_UNIX: u64 = 253_402_300_799;
 
 /// Headers never signed besides the hop-by-hop ones ([`crate::HOP_BY_HOP`]:
-/// a proxy may change them): those aws-sigv4 leaves out by default.
-const UNSIGNED_HEADERS: &[&str] = &[
+/// a proxy may change them): those aws-sigv4 leaves out by default, and
+/// the two the signer sets itself (signed as it sets them).
+pub const UNSIGNED_HEADERS: &[&str] = &[
     "authorization",
     "expect",
     "user-agent",
@@ -68,6 +69,29 @@ pub fn in_signable_range(t: SystemTime) -> bool {
         .is_ok_and(|d| d.as_secs() <= MAX_UNIX)
 }
 
+/// Adds a `Host` header from `uri` when `headers` have none (the port left
+/// out when it is the scheme's default, as hyper does).
+pub fn ensure_host(uri: &Uri, headers: &mut HeaderMap) -> Result<(), SignError> {
+    if headers.contains_key(HOST) {
+        return Ok(());
+    }
+    let host = uri.host().ok_or_else(|| {
+        SignError::new("the request has neither a Host header nor an absolute URI")
+    })?;
+    let default_port = match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") | None => Some(80),
+        Some(_) => None,
+    };
+    let value = match uri.port_u16() {
+        Some(p) if Some(p) != default_port => format!("{host}:{p}"),
+        _ => host.to_string(),
+    };
+    let value = HeaderValue::from_str(&value).map_err(|_| SignError::new("invalid host"))?;
+    headers.insert(HOST, value);
+    Ok(())
+}
+
 /// Signs an outbound request in place with aws-sigv4, S3 settings
 /// (`percent_encoding_mode = Single`, `uri_path_normalization_mode =
 /// Disabled`, `payload_checksum_kind = XAmzSha256`), with `payload_hash`
@@ -79,7 +103,7 @@ pub fn in_signable_range(t: SystemTime) -> bool {
 /// is added from the URI when there is none (the port left out when it is
 /// the scheme's default, as hyper does). The raw path is signed as given.
 /// Every header but the hop-by-hop ones is signed, so set them all before
-/// signing. Header values must be ASCII.
+/// signing. Header values must be UTF-8.
 #[allow(clippy::too_many_arguments)]
 pub fn sign_headers(
     method: &Method,
@@ -103,22 +127,7 @@ pub fn sign_headers(
         return Err(SignError::new("empty access key or region"));
     }
 
-    if !headers.contains_key(HOST) {
-        let host = uri.host().ok_or_else(|| {
-            SignError::new("the request has neither a Host header nor an absolute URI")
-        })?;
-        let default_port = match uri.scheme_str() {
-            Some("https") => Some(443),
-            Some("http") | None => Some(80),
-            Some(_) => None,
-        };
-        let value = match uri.port_u16() {
-            Some(p) if Some(p) != default_port => format!("{host}:{p}"),
-            _ => host.to_string(),
-        };
-        let value = HeaderValue::from_str(&value).map_err(|_| SignError::new("invalid host"))?;
-        headers.insert(HOST, value);
-    }
+    ensure_host(uri, headers)?;
     for name in [AUTHORIZATION.as_str(), "x-amz-date", "x-amz-content-sha256"] {
         headers.remove(name);
     }
@@ -145,9 +154,9 @@ pub fn sign_headers(
         if UNSIGNED_HEADERS.contains(&name.as_str()) || crate::HOP_BY_HOP.contains(&name.as_str()) {
             continue;
         }
-        let value = value
-            .to_str()
-            .map_err(|_| SignError::new(format!("the value of header {name} is not ASCII")))?;
+        // UTF-8 (x-amz-meta-* may carry it): aws-sigv4 signs its bytes.
+        let value = std::str::from_utf8(value.as_bytes())
+            .map_err(|_| SignError::new(format!("the value of header {name} is not UTF-8")))?;
         list.push((name.as_str(), value));
     }
     let uri_text = uri.to_string();
@@ -296,7 +305,17 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("x-amz-meta-x", HeaderValue::from_bytes(b"\xff").unwrap());
         let e = sign_at("http://h/", &mut h, EMPTY_SHA256).unwrap_err();
-        assert!(e.to_string().contains("not ASCII"), "{e}");
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
+        // UTF-8 is signed, as it is.
+        let mut h = HeaderMap::new();
+        let v = "caf\u{e9} \u{2615}";
+        h.insert(
+            "x-amz-meta-x",
+            HeaderValue::from_bytes(v.as_bytes()).unwrap(),
+        );
+        sign_at("http://h/", &mut h, EMPTY_SHA256).unwrap();
+        assert_eq!(h["x-amz-meta-x"].as_bytes(), v.as_bytes());
+        assert!(h[AUTHORIZATION].to_str().unwrap().contains("x-amz-meta-x"));
     }
 
     #[test]

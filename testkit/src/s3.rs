@@ -236,7 +236,8 @@ impl S3 {
         })
     }
 
-    fn request(&self, req: Request<Body>) -> Result<Answer, String> {
+    /// Sends a prepared (signed) request; its answer, its body read whole.
+    pub fn request(&self, req: Request<Body>) -> Result<Answer, String> {
         self.rt.block_on(async {
             let resp = self
                 .client
@@ -272,6 +273,18 @@ impl S3 {
         let req = Request::get(format!("{}{path}", self.url))
             .body(Body::empty())
             .unwrap();
+        self.request(req)
+            .unwrap_or_else(|e| panic!("GET {}{path}: {e}", self.url))
+    }
+
+    /// An unsigned GET with `headers` (a presigned URL's `Host`, ...);
+    /// panics when no answer comes.
+    pub fn get_unsigned_with(&self, path: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut req = Request::get(format!("{}{path}", self.url));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Body::empty()).unwrap();
         self.request(req)
             .unwrap_or_else(|e| panic!("GET {}{path}: {e}", self.url))
     }

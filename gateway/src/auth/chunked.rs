@@ -69,7 +69,7 @@ impl TrailingHeaders {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
-    fn set(&self, map: HeaderMap) {
+    pub(crate) fn set(&self, map: HeaderMap) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(map);
     }
 }

@@ -23,6 +23,10 @@ pub enum AuthError {
     /// `X-Amz-Expires`.
     #[error("Request has expired")]
     Expired,
+    /// 403 `AccessDenied` "Request is not valid yet": a presigned URL whose
+    /// `X-Amz-Date` lies further in the future than the tolerated skew.
+    #[error("Request is not valid yet")]
+    NotYetValid,
     /// 403 `SignatureDoesNotMatch`: the request signature is wrong.
     #[error("The request signature we calculated does not match the signature you provided. Check your key and signing method.")]
     SignatureDoesNotMatch,
@@ -81,7 +85,9 @@ impl AuthError {
     /// The S3 error code.
     pub fn code(&self) -> &'static str {
         match self {
-            AuthError::AccessDenied(_) | AuthError::Expired => "AccessDenied",
+            AuthError::AccessDenied(_) | AuthError::Expired | AuthError::NotYetValid => {
+                "AccessDenied"
+            }
             AuthError::SignatureDoesNotMatch | AuthError::ChunkSignatureDoesNotMatch(_) => {
                 "SignatureDoesNotMatch"
             }
@@ -108,6 +114,7 @@ impl AuthError {
         match self {
             AuthError::AccessDenied(_)
             | AuthError::Expired
+            | AuthError::NotYetValid
             | AuthError::SignatureDoesNotMatch
             | AuthError::ChunkSignatureDoesNotMatch(_)
             | AuthError::InvalidAccessKeyId
@@ -136,6 +143,7 @@ mod tests {
         let all: Vec<(AuthError, &str, u16)> = vec![
             (AuthError::AccessDenied("x".into()), "AccessDenied", 403),
             (AuthError::Expired, "AccessDenied", 403),
+            (AuthError::NotYetValid, "AccessDenied", 403),
             (
                 AuthError::SignatureDoesNotMatch,
                 "SignatureDoesNotMatch",

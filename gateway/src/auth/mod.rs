@@ -16,7 +16,9 @@
 //!   with a trailing checksum, whose last chunk is held back until the
 //!   checksum has checked out, so that a consumer never gets the whole of
 //!   a body whose checksum is wrong. The trailer is consumed here: the
-//!   decoded body does not carry it on.
+//!   decoded body does not carry it on ([`decode_body_with_trailers`]
+//!   hands its headers over; the proxy passes a trailing checksum on to
+//!   the store, `crate::rechunk`).
 //! - [`sign_request`] signs an outbound request to the store with aws-sigv4,
 //!   in S3's mode (single percent-encoding, no path normalization).
 //!

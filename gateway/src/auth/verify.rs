@@ -377,11 +377,7 @@ fn presigned_url(
     let date = canonical::parse_amz_date(amz_date).ok_or_else(|| {
         kind.malformed("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
     })?;
-    let expires = parse_u64(param(Q_EXPIRES)?.as_bytes())
-        .filter(|e| (1..=MAX_PRESIGNED_EXPIRES).contains(e))
-        .ok_or_else(|| {
-            kind.malformed("X-Amz-Expires must be a number of seconds from 1 to 604800 (a week)")
-        })?;
+    let expires = parse_expires(param(Q_EXPIRES)?.as_bytes())?;
     let signed_headers = parse_signed_headers(param(Q_SIGNED_HEADERS)?, kind)?;
     let signature = canonical::parse_hex32(param(Q_SIGNATURE)?)
         .ok_or_else(|| kind.malformed("X-Amz-Signature must be 64 hex digits"))?;
@@ -390,8 +386,11 @@ fn presigned_url(
     }
     match now.duration_since(date) {
         // Signed in the future, beyond the tolerated skew.
-        Err(e) if e.duration() > settings.max_skew => return Err(AuthError::RequestTimeTooSkewed),
-        Ok(age) if age > Duration::from_secs(expires) => return Err(AuthError::Expired),
+        Err(e) if e.duration() > settings.max_skew => return Err(AuthError::NotYetValid),
+        // `X-Amz-Expires=0` has expired as soon as it is signed (S3, MinIO).
+        Ok(age) if expires == 0 || age > Duration::from_secs(expires) => {
+            return Err(AuthError::Expired)
+        }
         _ => {}
     }
 
@@ -423,6 +422,30 @@ fn presigned_url(
         body,
         query: canonical::canonical_query(pairs, Some(Q_SIGNATURE)),
     })
+}
+
+/// `X-Amz-Expires`, checked as S3 checks it (the messages are S3's): a
+/// number, not negative, at most a week. 0 is valid here and has expired
+/// by the time the request arrives (403 "Request has expired").
+fn parse_expires(v: &[u8]) -> Result<u64, AuthError> {
+    let malformed = |msg: &str| AuthError::AuthorizationQueryParametersError(msg.to_string());
+    let (negative, digits) = match v.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, v),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(malformed("X-Amz-Expires should be a number"));
+    }
+    if negative && digits.iter().any(|&d| d != b'0') {
+        return Err(malformed("X-Amz-Expires must be non-negative"));
+    }
+    // Too many digits for a u64 is more than a week too.
+    match parse_u64(digits) {
+        Some(e) if e <= MAX_PRESIGNED_EXPIRES => Ok(e),
+        _ => Err(malformed(
+            "X-Amz-Expires must be less than a week (in seconds); that is, the given X-Amz-Expires must be less than 604800 seconds",
+        )),
+    }
 }
 
 /// The body mode an `x-amz-content-sha256` value announces.
@@ -541,6 +564,28 @@ mod tests {
         assert_eq!(parse_u64(b""), None);
         assert_eq!(parse_u64(b"-1"), None);
         assert_eq!(parse_u64(b"+1"), None);
+    }
+
+    #[test]
+    fn expires_values() {
+        assert_eq!(parse_expires(b"0").unwrap(), 0);
+        assert_eq!(parse_expires(b"-0").unwrap(), 0);
+        assert_eq!(parse_expires(b"604800").unwrap(), 604_800);
+        for (bad, msg) in [
+            (&b""[..], "should be a number"),
+            (b"abc", "should be a number"),
+            (b"1.5", "should be a number"),
+            (b"+1", "should be a number"),
+            (b"-", "should be a number"),
+            (b"-1", "must be non-negative"),
+            (b"-99999999999999999999999", "must be non-negative"),
+            (b"604801", "less than a week"),
+            (b"99999999999999999999999", "less than a week"),
+        ] {
+            let e = parse_expires(bad).unwrap_err();
+            assert_eq!(e.code(), "AuthorizationQueryParametersError");
+            assert!(e.to_string().contains(msg), "{e}");
+        }
     }
 
     #[test]

@@ -65,37 +65,14 @@ impl Operation {
     }
 }
 
-/// Classifies a path-style request.
+/// Classifies a path-style request (a virtual-hosted one is made
+/// path-style before it gets here), with [`crate::s3op`]'s rules.
 pub fn classify(method: &http::Method, uri: &http::Uri, headers: &http::HeaderMap) -> Operation {
-    let path = uri.path().trim_start_matches('/');
-    let has_key = path
-        .split_once('/')
-        .is_some_and(|(b, k)| !b.is_empty() && !k.is_empty());
-    if !has_key {
-        return Operation::Other;
-    }
-    let keys: Vec<&str> = uri
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| p.split_once('=').map_or(p, |(k, _)| k))
-        .collect();
-    let only = |allowed: &[&str]| {
-        keys.iter()
-            .all(|k| allowed.contains(k) || k.starts_with("response-"))
-    };
-    match *method {
-        http::Method::GET if only(&["partNumber", "versionId"]) => Operation::GetObject,
-        http::Method::PUT if headers.contains_key("x-amz-copy-source") => Operation::Other,
-        http::Method::PUT
-            if keys.contains(&"partNumber")
-                && keys.contains(&"uploadId")
-                && only(&["partNumber", "uploadId"]) =>
-        {
-            Operation::UploadPart
-        }
-        http::Method::PUT if keys.is_empty() => Operation::PutObject,
+    let copy = headers.contains_key("x-amz-copy-source");
+    match crate::s3op::classify(method, None, uri.path(), uri.query(), copy, &[]).op {
+        crate::s3op::Operation::GetObject => Operation::GetObject,
+        crate::s3op::Operation::PutObject => Operation::PutObject,
+        crate::s3op::Operation::UploadPart => Operation::UploadPart,
         _ => Operation::Other,
     }
 }

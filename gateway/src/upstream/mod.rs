@@ -45,6 +45,9 @@ pub enum Payload {
     Unsigned,
     /// The body's SHA-256, lowercase hex (64 characters).
     Sha256(String),
+    /// `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: an aws-chunked body without
+    /// chunk signatures, ending in a trailing checksum.
+    StreamingUnsignedTrailer,
 }
 
 impl Payload {
@@ -53,6 +56,7 @@ impl Payload {
         match self {
             Payload::Unsigned => "UNSIGNED-PAYLOAD",
             Payload::Sha256(hex) => hex,
+            Payload::StreamingUnsignedTrailer => "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
         }
     }
 }

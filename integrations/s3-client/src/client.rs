@@ -145,7 +145,7 @@ impl S3Client {
     /// `cfg.rdma_memory` it starts a small runtime of its own for the RDMA
     /// requests.
     pub fn new(cfg: ClientConfig) -> Result<S3Client> {
-        let endpoint = h::Endpoint::parse(&cfg.endpoint)?;
+        let endpoint = h::Endpoint::parse(&cfg.endpoint)?.virtual_hosted(cfg.virtual_host);
         if cfg.part_size < MIN_PART_SIZE || cfg.part_size as u64 > MAX_SINGLE_PUT {
             return Err(Error::Config(format!(
                 "part size {} is outside 5 MiB..=5 GiB",
@@ -223,11 +223,11 @@ impl S3Client {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let uri = self.inner.endpoint.uri(path_query)?;
+            let target = self.inner.endpoint.target(path_query)?;
             let req = h::signed(
                 &self.inner.signer,
                 method.clone(),
-                uri,
+                target,
                 headers.clone(),
                 h::full(body.clone()),
                 body.len() as u64,
@@ -830,11 +830,11 @@ impl S3Client {
         hm: &HeaderMap,
     ) -> Result<(Answer, hyper::body::Incoming)> {
         let cfg = &self.inner.cfg;
-        let uri = self.inner.endpoint.uri(path_query)?;
+        let target = self.inner.endpoint.target(path_query)?;
         let req = h::signed(
             &self.inner.signer,
             Method::GET,
-            uri,
+            target,
             hm.clone(),
             h::empty(),
             0,
@@ -1141,11 +1141,11 @@ impl S3Client {
             rx.recv().await.map(|c| (c.map(Frame::data), rx))
         });
         let body = BodyExt::boxed_unsync(StreamBody::new(stream));
-        let uri = self.inner.endpoint.uri(path_query)?;
+        let target = self.inner.endpoint.target(path_query)?;
         let req = h::signed(
             &self.inner.signer,
             method,
-            uri,
+            target,
             hm.clone(),
             body,
             len,
@@ -1304,14 +1304,14 @@ impl S3Client {
         let body = BodyExt::boxed_unsync(StreamBody::new(
             stream.map_ok(Frame::data).map_err(BoxError::from),
         ));
-        let uri = self
+        let target = self
             .inner
             .endpoint
-            .uri(&h::path_query(bucket, Some(key), &[]))?;
+            .target(&h::path_query(bucket, Some(key), &[]))?;
         let req = h::signed(
             &self.inner.signer,
             Method::PUT,
-            uri,
+            target,
             hm,
             body,
             len,

@@ -61,8 +61,13 @@ impl Timeouts {
 /// ```
 #[derive(Clone)]
 pub struct ClientConfig {
-    /// `http://host:port` (path-style requests; no TLS).
+    /// `http://host:port` (no TLS).
     pub endpoint: String,
+    /// Virtual-hosted-style addressing: each request goes to the endpoint's
+    /// address with `Host: <bucket>.<host>:<port>` and path `/key`, for a
+    /// server that knows the endpoint's host as its domain (the gateway's
+    /// `--domain`). Default false: path-style (`/bucket/key`).
+    pub virtual_host: bool,
     /// The SigV4 region (default `us-east-1`).
     pub region: String,
     /// The access key.
@@ -104,6 +109,7 @@ impl ClientConfig {
     ) -> ClientConfig {
         ClientConfig {
             endpoint: endpoint.into(),
+            virtual_host: false,
             region: "us-east-1".into(),
             access_key: access_key.into(),
             secret_key: secret_key.into(),
@@ -129,6 +135,7 @@ impl std::fmt::Debug for ClientConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientConfig")
             .field("endpoint", &self.endpoint)
+            .field("virtual_host", &self.virtual_host)
             .field("region", &self.region)
             .field("access_key", &self.access_key)
             .field("secret_key", &"<redacted>")

@@ -45,11 +45,23 @@ pub(crate) fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).map_err(|e| match e {}).boxed_unsync()
 }
 
-/// The endpoint: scheme, host and port.
+/// The endpoint: scheme, host and port, and how buckets are addressed.
 #[derive(Clone, Debug)]
 pub(crate) struct Endpoint {
     /// `http://host:port`, without a trailing slash.
     pub base: String,
+    /// `host:port`.
+    authority: String,
+    /// Virtual-hosted style: `Host: bucket.host:port`, path `/key`.
+    virtual_host: bool,
+}
+
+/// Where a request goes: the URI connected to, and the `Host` to send
+/// (and sign) when it is not the URI's.
+#[derive(Clone, Debug)]
+pub(crate) struct Target {
+    pub uri: Uri,
+    pub host: Option<HeaderValue>,
 }
 
 impl Endpoint {
@@ -82,6 +94,45 @@ impl Endpoint {
         let port = auth.port_u16().unwrap_or(80);
         Ok(Endpoint {
             base: format!("http://{}:{port}", auth.host()),
+            authority: format!("{}:{port}", auth.host()),
+            virtual_host: false,
+        })
+    }
+
+    /// With virtual-hosted-style addressing (or path-style).
+    pub(crate) fn virtual_hosted(mut self, on: bool) -> Endpoint {
+        self.virtual_host = on;
+        self
+    }
+
+    /// Where the request for `/bucket[/key][?query]` goes: path-style, the
+    /// endpoint's URI of it; virtual-hosted, the endpoint's URI of
+    /// `/key[?query]` with `Host: bucket.host:port` (the bucket a DNS
+    /// label: no `.`-less surprises, S3's rules are the server's to check).
+    /// The service itself (`/`, `ListBuckets`) is always path-style.
+    pub(crate) fn target(&self, path_query: &str) -> Result<Target> {
+        let rest = path_query.strip_prefix('/').unwrap_or(path_query);
+        let split = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (bucket, tail) = rest.split_at(split);
+        if !self.virtual_host || bucket.is_empty() {
+            return Ok(Target {
+                uri: self.uri(path_query)?,
+                host: None,
+            });
+        }
+        let host =
+            HeaderValue::from_str(&format!("{bucket}.{}", self.authority)).map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "bucket {bucket:?} cannot be addressed virtual-hosted"
+                ))
+            })?;
+        let path = match tail.strip_prefix('/') {
+            Some(t) => format!("/{t}"),
+            None => format!("/{tail}"),
+        };
+        Ok(Target {
+            uri: self.uri(&path)?,
+            host: Some(host),
         })
     }
 
@@ -151,12 +202,16 @@ pub(crate) fn client(local: Option<IpAddr>, connect_timeout: Duration) -> HttpCl
 pub(crate) fn signed(
     signer: &Signer,
     method: Method,
-    uri: Uri,
+    target: Target,
     mut headers: HeaderMap,
     body: Body,
     content_length: u64,
     payload_hash: &str,
 ) -> Result<Request<Body>> {
+    let Target { uri, host } = target;
+    if let Some(host) = host {
+        headers.insert(http::header::HOST, host);
+    }
     headers.insert(CONTENT_LENGTH, HeaderValue::from(content_length));
     signer.sign(&method, &uri, &mut headers, payload_hash, SystemTime::now())?;
     let mut req = Request::new(body);
@@ -317,5 +372,42 @@ mod tests {
         assert_eq!(path_query("b", None, &[("uploads", None)]), "/b?uploads");
         assert_eq!(range_total("bytes 0-9/100"), Some(100));
         assert_eq!(range_total("bytes 0-9/*"), None);
+    }
+
+    #[test]
+    fn virtual_hosted_targets() {
+        let t = |vh: bool, pq: &str| {
+            let t = Endpoint::parse("http://127.0.0.1:9000")
+                .unwrap()
+                .virtual_hosted(vh)
+                .target(pq)
+                .unwrap();
+            (
+                t.uri.to_string(),
+                t.host.map(|h| h.to_str().unwrap().to_string()),
+            )
+        };
+        let s = |x: &str| x.to_string();
+        assert_eq!(t(false, "/b/k"), (s("http://127.0.0.1:9000/b/k"), None));
+        assert_eq!(
+            t(true, "/bkt/a%20b/c?partNumber=1&uploadId=u"),
+            (
+                s("http://127.0.0.1:9000/a%20b/c?partNumber=1&uploadId=u"),
+                Some(s("bkt.127.0.0.1:9000"))
+            )
+        );
+        assert_eq!(
+            t(true, "/bkt?list-type=2"),
+            (
+                s("http://127.0.0.1:9000/?list-type=2"),
+                Some(s("bkt.127.0.0.1:9000"))
+            )
+        );
+        assert_eq!(
+            t(true, "/bkt"),
+            (s("http://127.0.0.1:9000/"), Some(s("bkt.127.0.0.1:9000")))
+        );
+        // The service itself stays path-style.
+        assert_eq!(t(true, "/"), (s("http://127.0.0.1:9000/"), None));
     }
 }

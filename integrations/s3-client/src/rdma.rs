@@ -197,11 +197,11 @@ impl Ops {
         } else {
             self.req.method.clone()
         };
-        let uri = self.ctx.endpoint.uri(&self.req.path_query)?;
+        let target = self.ctx.endpoint.target(&self.req.path_query)?;
         let req = h::signed(
             &self.ctx.signer,
             method,
-            uri,
+            target,
             hm,
             h::empty(),
             0,

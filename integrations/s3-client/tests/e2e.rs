@@ -809,3 +809,66 @@ async fn a_forgotten_transfer_keeps_its_buffer_alive() {
     );
     assert!(lib.instance().buffers.len() <= 3);
 }
+
+#[tokio::test]
+async fn virtual_hosted_addressing_moves_by_rdma() {
+    // The test server knows its endpoint's host as a domain: `Host:
+    // <bucket>.127.0.0.1:<port>` is virtual-hosted there.
+    let server = hipobj_testkit::test_server(
+        &hipobj_testkit::workspace_bin("hipobj-test-server"),
+        &[
+            "0",
+            "--rdma-device",
+            "soft0",
+            "--staging-buffers",
+            "8",
+            "--domain",
+            "127.0.0.1",
+        ],
+    );
+    let lib = lib();
+    let mut cfg = rdma_config(&server.url, &lib);
+    cfg.require_rdma = true;
+    cfg.virtual_host = true;
+    cfg.part_size = 5 << 20;
+    let s3 = client(cfg);
+    let path_style = client(rdma_config(&server.url, &lib));
+    let b = bucket("virtual-host");
+    s3.create_bucket(&b).await.unwrap();
+
+    let len = (5 << 20) + (1 << 20) + 7;
+    let data = pattern(9, len);
+    let src = lib.register_owned(data.clone()).unwrap();
+    // A multipart upload (two parts) and a single PUT, by RDMA.
+    let put = s3.put_object(&b, "dir/big", &src, 0, len).await.unwrap();
+    assert_eq!((put.path, put.parts), (Path::Rdma, 2), "{put:?}");
+    let small = s3.put_object(&b, "small", &src, 0, 1000).await.unwrap();
+    assert_eq!((small.path, small.parts), (Path::Rdma, 1), "{small:?}");
+
+    let dst = lib.register_owned(vec![0u8; len]).unwrap();
+    let got = s3.get_object(&b, "dir/big", &dst, 0, None).await.unwrap();
+    assert_eq!((got.path, got.bytes), (Path::Rdma, len as u64), "{got:?}");
+    assert_same("virtual-hosted GET", &contents(&dst, 0, len), &data);
+    let r = s3
+        .get_object(&b, "small", &dst, 0, Some((10, 19)))
+        .await
+        .unwrap();
+    assert_eq!((r.path, r.status, r.bytes), (Path::Rdma, 206, 10));
+    assert_same("range", &contents(&dst, 0, 10), &data[10..20]);
+
+    // The same objects, path-style.
+    let info = path_style.head_object(&b, "dir/big").await.unwrap();
+    assert_eq!((info.size, &info.etag), (len as u64, &put.etag));
+    let page = s3
+        .list_objects_v2(
+            &b,
+            &ListOptions {
+                prefix: Some("dir/".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let keys: Vec<_> = page.objects.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(keys, ["dir/big"]);
+}
