@@ -40,6 +40,21 @@ pub struct ConnArgs {
     /// else us-east-1].
     #[arg(long)]
     pub region: Option<String>,
+    /// How requests name the bucket: `path` (`host/bucket/key`) or
+    /// `virtual` (`bucket.host/key`, for a server with a domain, such as
+    /// hipobj-gateway's `--domain`), as the AWS CLI's `addressing_style`.
+    #[arg(long, value_enum, default_value_t = AddressingStyle::Path)]
+    pub addressing_style: AddressingStyle,
+}
+
+/// Path-style or virtual-hosted-style requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AddressingStyle {
+    /// `http://host/bucket/key`.
+    #[default]
+    Path,
+    /// `http://bucket.host/key`.
+    Virtual,
 }
 
 /// Where to send requests and how to sign them.

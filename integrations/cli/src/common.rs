@@ -71,6 +71,7 @@ pub fn client_config(conn: &ConnArgs) -> anyhow::Result<ClientConfig> {
     let r = aws::resolve(conn)?;
     let mut cfg = ClientConfig::new(r.endpoint, r.access_key, r.secret_key);
     cfg.region = r.region;
+    cfg.virtual_host = conn.addressing_style == aws::AddressingStyle::Virtual;
     Ok(cfg)
 }
 

@@ -142,6 +142,44 @@ fn cp_a_100_mib_file_both_ways_by_rdma() {
     assert_eq!(names, ["big.bin"]);
 }
 
+/// `--addressing-style virtual` against a server with a domain: the bucket
+/// travels in the Host, and the objects still move by RDMA.
+#[test]
+fn cp_and_ls_with_virtual_hosted_addressing() {
+    let server = test_server(&["--domain", "127.0.0.1"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let src = home.join("v.bin");
+    write_pattern(&src, 9 << 20, 4);
+    let h = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend_from_slice(&["--addressing-style", "virtual"]);
+        hipobj_at(&server.url, home, &a)
+    };
+    ok(h(&["mb", "s3://vhost-test"]));
+    let s = src.to_str().unwrap();
+    let up = ok(h(&["cp", s, "s3://vhost-test/dir/v.bin", "--require-rdma"]));
+    assert!(up.trim_end().ends_with("path: rdma"), "{up}");
+    let listed = ok(h(&["ls", "s3://vhost-test/dir/"]));
+    assert!(listed.contains("v.bin"), "{listed}");
+    let back = home.join("back.bin");
+    let down = ok(h(&[
+        "cp",
+        "s3://vhost-test/dir/v.bin",
+        back.to_str().unwrap(),
+        "--require-rdma",
+    ]));
+    assert!(down.trim_end().ends_with("path: rdma"), "{down}");
+    assert_cmp(&src, &back);
+    // Path-style requests reach the same objects.
+    let path_style = ok(hipobj_at(
+        &server.url,
+        home,
+        &["ls", "s3://vhost-test/dir/"],
+    ));
+    assert!(path_style.contains("v.bin"), "{path_style}");
+}
+
 /// A 100 MiB upload in 32 MiB parts, 4 at once, against a test server whose
 /// staging pool (8 × 8 MiB) is smaller than the parts in flight.
 ///
