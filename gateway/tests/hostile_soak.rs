@@ -5,7 +5,7 @@
 //! is over, the gateway's pairs, threads and file descriptors come back to
 //! their idle values, and its own memory (anonymous and shared pages, not
 //! its executable's) stays within what it held at idle plus the staging pool
-//! plus 32 MiB. (`HIPOBJ_SOAK_SECS` shortens or lengthens the run.)
+//! plus 48 MiB. (`HIPOBJ_SOAK_SECS` shortens or lengthens the run.)
 
 mod hostile_common;
 
@@ -24,8 +24,9 @@ const MIB: usize = 1 << 20;
 const POOL_BYTES: u64 = 16 * (8 << 20);
 /// What the gateway may hold after the soak beyond its idle memory and a
 /// staging pool used whole (every buffer touched): allocator pages not
-/// returned yet, tables of pairs, connections' buffers. Measured 20-24 MiB.
-const SLACK: u64 = 32 << 20;
+/// returned yet, tables of pairs, connections' buffers. Measured 22-24 MiB;
+/// twice that, for a CI runner busier than this machine.
+const SLACK: u64 = 48 << 20;
 
 fn bin() -> &'static std::path::Path {
     std::path::Path::new(env!("CARGO_BIN_EXE_hipobj-gateway"))
@@ -267,7 +268,7 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
     assert!(done > 0 && kills.load(Ordering::Relaxed) > 0);
 
     // Afterwards: every pair released (the probes find the killed clients),
-    // threads and fds back to idle, memory within idle plus the pool plus 32 MiB.
+    // threads and fds back to idle, memory within idle plus the pool plus 48 MiB.
     assert!(
         eventually(Duration::from_secs(60), || metric(
             &url,
