@@ -404,6 +404,15 @@ fn next_packet(g: &mut QpCore, cma: bool) -> Option<Outgoing> {
     })
 }
 
+/// Makes the engine send again from `p` (over the stream: the same-host
+/// path is off for the connection), unless it has gone back further.
+fn resend_from(qp: &QpInner, gen: u64, p: u32) {
+    let mut g = qp.lock();
+    if g.gen == gen && psn::diff(g.send_psn, p) > 0 {
+        g.send_psn = p;
+    }
+}
+
 /// Sends a same-host request ([`FLAG_CMA`]), waits for its grant, copies
 /// the bytes between this process and the responder's, and says done.
 ///
@@ -416,10 +425,7 @@ fn next_packet(g: &mut QpCore, cma: bool) -> Option<Outgoing> {
 fn transmit_cma(qp: &QpInner, conn: &ReqConn, out: &Outgoing, gen: u64) -> Result<(), TxError> {
     let Some(pid) = conn.cma() else {
         // Turned off since the packet was made: send it again the usual way.
-        let mut g = qp.lock();
-        if g.gen == gen && psn::diff(g.send_psn, out.req.psn) > 0 {
-            g.send_psn = out.req.psn;
-        }
+        resend_from(qp, gen, out.req.psn);
         return Ok(());
     };
     let read = out.req.op == ReqOp::ReadReq;
@@ -525,10 +531,7 @@ fn transmit_cma(qp: &QpInner, conn: &ReqConn, out: &Outgoing, gen: u64) -> Resul
             );
             conn.cma_live
                 .store(false, std::sync::atomic::Ordering::Release);
-            let mut g = qp.lock();
-            if g.gen == gen && psn::diff(g.send_psn, req.psn) > 0 {
-                g.send_psn = req.psn;
-            }
+            resend_from(qp, gen, req.psn);
             Ok(())
         }
         Err(_) => Err(TxError::LocalKey),

@@ -201,6 +201,56 @@ fn check_remote(
     Ok(Some((mr, host)))
 }
 
+/// Checks a WRITE request's range of `len` bytes from `va` (its segment,
+/// or what a same-host request covers); on the first segment also the whole
+/// message, whose length it carries (RETH).
+fn check_write(
+    dev: &DeviceShared,
+    pd_id: u64,
+    req: &Request,
+    len: u64,
+    access: AccessFlags,
+) -> Result<Option<(Arc<MrInner>, usize)>, ()> {
+    if req.flags & FLAG_FIRST != 0 {
+        check_remote(
+            dev,
+            pd_id,
+            req.rkey,
+            req.va,
+            req.msg_len,
+            AccessFlags::REMOTE_WRITE,
+            access,
+        )?;
+    }
+    check_remote(
+        dev,
+        pd_id,
+        req.rkey,
+        req.va,
+        len,
+        AccessFlags::REMOTE_WRITE,
+        access,
+    )
+}
+
+/// Checks a READ request's whole range.
+fn check_read(
+    dev: &DeviceShared,
+    pd_id: u64,
+    req: &Request,
+    access: AccessFlags,
+) -> Result<Option<(Arc<MrInner>, usize)>, ()> {
+    check_remote(
+        dev,
+        pd_id,
+        req.rkey,
+        req.va,
+        req.msg_len,
+        AccessFlags::REMOTE_READ,
+        access,
+    )
+}
+
 /// Receives a segment's payload into `host` of live region `mr`.
 fn place(stream: &TcpStream, mr: &MrInner, host: usize, len: usize) -> io::Result<()> {
     // SAFETY: `host..host + len` was checked to lie inside `mr`, which is
@@ -306,23 +356,15 @@ fn rc_request(
         let last_done = psn::add(g.epsn, psn::PSN_MASK);
         drop(g);
         if req.op == ReqOp::ReadReq {
-            if check_remote(
-                dev,
-                qp.pd_id,
-                req.rkey,
-                req.va,
-                req.msg_len,
-                AccessFlags::REMOTE_READ,
-                qp_access,
-            )
-            .is_err()
-            {
+            let Ok(target) = check_read(dev, qp.pd_id, req, qp_access) else {
                 return respond(stream, Response::nak(req.psn, Syndrome::RemoteAccess, 0));
-            }
-            if req.flags & FLAG_CMA != 0 {
-                return cma_read(dev, qp, stream, req, qp_access, pending);
-            }
-            return read_out(dev, stream, req, qp.pd_id, qp_access);
+            };
+            return match target {
+                Some((mr, host)) if req.flags & FLAG_CMA != 0 => {
+                    cma_read(stream, req, &mr, host, pending)
+                }
+                _ => read_out(dev, stream, req, qp.pd_id, qp_access),
+            };
         }
         memory::drain(stream, req.seg_len as usize)?;
         return respond(stream, Response::ack(last_done));
@@ -332,52 +374,23 @@ fn rc_request(
     let last = req.flags & FLAG_LAST != 0;
     match req.op {
         ReqOp::ReadReq => {
-            if check_remote(
-                dev,
-                qp.pd_id,
-                req.rkey,
-                req.va,
-                req.msg_len,
-                AccessFlags::REMOTE_READ,
-                qp_access,
-            )
-            .is_err()
-            {
+            let Ok(target) = check_read(dev, qp.pd_id, req, qp_access) else {
                 return nak_and_error(qp, g, stream, req, Syndrome::RemoteAccess);
-            }
+            };
             g.epsn = psn::add(req.psn, segments(req.msg_len));
             drop(g);
-            if req.flags & FLAG_CMA != 0 {
-                return cma_read(dev, qp, stream, req, qp_access, pending);
+            match target {
+                Some((mr, host)) if req.flags & FLAG_CMA != 0 => {
+                    cma_read(stream, req, &mr, host, pending)
+                }
+                _ => read_out(dev, stream, req, qp.pd_id, qp_access),
             }
-            read_out(dev, stream, req, qp.pd_id, qp_access)
         }
         // Answered in `serve` (never reaches a QP).
         ReqOp::CmaDone => Ok(()),
         ReqOp::Write if req.flags & FLAG_CMA != 0 => {
-            let whole = if first {
-                check_remote(
-                    dev,
-                    qp.pd_id,
-                    req.rkey,
-                    req.va,
-                    req.msg_len,
-                    AccessFlags::REMOTE_WRITE,
-                    qp_access,
-                )
-            } else {
-                Ok(None)
-            };
-            let covered = check_remote(
-                dev,
-                qp.pd_id,
-                req.rkey,
-                req.va,
-                req.cma_len,
-                AccessFlags::REMOTE_WRITE,
-                qp_access,
-            );
-            let (Ok(_), Ok(Some((mr, host)))) = (whole, covered) else {
+            let Ok(Some((mr, host))) = check_write(dev, qp.pd_id, req, req.cma_len, qp_access)
+            else {
                 return nak_and_error(qp, g, stream, req, Syndrome::RemoteAccess);
             };
             let gen = g.gen;
@@ -409,31 +422,9 @@ fn rc_request(
                 memory::drain(stream, req.seg_len as usize)?;
                 return respond(stream, Response::nak(req.psn, Syndrome::Rnr, timer));
             }
-            // The first segment carries the whole message's length (RETH);
-            // every segment is checked again for its own range.
-            let whole = if first {
-                check_remote(
-                    dev,
-                    qp.pd_id,
-                    req.rkey,
-                    req.va,
-                    req.msg_len,
-                    AccessFlags::REMOTE_WRITE,
-                    qp_access,
-                )
-            } else {
-                Ok(None)
-            };
-            let seg = check_remote(
-                dev,
-                qp.pd_id,
-                req.rkey,
-                req.va,
-                u64::from(req.seg_len),
-                AccessFlags::REMOTE_WRITE,
-                qp_access,
-            );
-            let (Ok(_), Ok(target)) = (whole, seg) else {
+            // Every segment is checked for its own range too.
+            let Ok(target) = check_write(dev, qp.pd_id, req, u64::from(req.seg_len), qp_access)
+            else {
                 return nak_and_error(qp, g, stream, req, Syndrome::RemoteAccess);
             };
             let gen = g.gen;
@@ -553,30 +544,17 @@ fn rc_request(
     }
 }
 
-/// A same-host READ, already checked (and its PSNs taken): grants the whole
-/// range, and acknowledges its last PSN once the requester has copied it.
+/// A same-host READ, already checked (and its PSNs taken): grants its whole
+/// range, at `host` of `mr`, and acknowledges its last PSN once the
+/// requester has copied it.
 fn cma_read(
-    dev: &DeviceShared,
-    qp: &QpInner,
     stream: &TcpStream,
     req: &Request,
-    qp_access: AccessFlags,
+    mr: &MrInner,
+    host: usize,
     pending: &mut Option<Request>,
 ) -> io::Result<()> {
-    let target = check_remote(
-        dev,
-        qp.pd_id,
-        req.rkey,
-        req.va,
-        req.msg_len,
-        AccessFlags::REMOTE_READ,
-        qp_access,
-    );
-    let Ok(Some((mr, host))) = target else {
-        // Zero-length reads have no range to grant: answered as usual.
-        return read_out(dev, stream, req, qp.pd_id, qp_access);
-    };
-    match grant(stream, &mr, host, req)? {
+    match grant(stream, mr, host, req)? {
         Granted::Done => {
             let last = psn::add(req.psn, segments(req.msg_len) - 1);
             respond(stream, Response::ack(last))
@@ -616,17 +594,7 @@ fn dct_request(
     let access = dct.access;
     match req.op {
         ReqOp::ReadReq => {
-            if check_remote(
-                dev,
-                dct.pd_id,
-                req.rkey,
-                req.va,
-                req.msg_len,
-                AccessFlags::REMOTE_READ,
-                access,
-            )
-            .is_err()
-            {
+            if check_read(dev, dct.pd_id, req, access).is_err() {
                 return respond(stream, Response::nak(req.psn, Syndrome::RemoteAccess, 0));
             }
             if d == 0 {
@@ -639,29 +607,8 @@ fn dct_request(
                 memory::drain(stream, req.seg_len as usize)?;
                 return respond(stream, Response::ack(psn::add(*epsn, psn::PSN_MASK)));
             }
-            let whole = if req.flags & FLAG_FIRST != 0 {
-                check_remote(
-                    dev,
-                    dct.pd_id,
-                    req.rkey,
-                    req.va,
-                    req.msg_len,
-                    AccessFlags::REMOTE_WRITE,
-                    access,
-                )
-            } else {
-                Ok(None)
-            };
-            let seg = check_remote(
-                dev,
-                dct.pd_id,
-                req.rkey,
-                req.va,
-                u64::from(req.seg_len),
-                AccessFlags::REMOTE_WRITE,
-                access,
-            );
-            let (Ok(_), Ok(target)) = (whole, seg) else {
+            let Ok(target) = check_write(dev, dct.pd_id, req, u64::from(req.seg_len), access)
+            else {
                 memory::drain(stream, req.seg_len as usize)?;
                 return respond(stream, Response::nak(req.psn, Syndrome::RemoteAccess, 0));
             };
