@@ -12,7 +12,7 @@ use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::soft::packet::{
     Hello, HelloAck, ReqOp, Request, Response, FLAG_CMA, HELLO_LEN, REQUEST_LEN,
 };
-use hipobj_fabric::{pattern, Gid, RemoteAddr, SendOp, SendWr, WcStatus};
+use hipobj_fabric::{Gid, RemoteAddr, SendOp, SendWr, WcStatus};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener};
 use std::sync::Mutex;
@@ -23,32 +23,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn write_then_read(len: usize) {
-    let p = default_provider();
-    let (a, b) = (End::new(&p), End::new(&p));
-    connect(&a, &b);
-    let mut src = a.buffer(len, RW);
-    let remote = b.buffer(len, RW);
-    let back = a.buffer(len, RW);
-    pattern::fill_buffer(src.buf_mut(), 0, len, 3).unwrap();
-    for (id, wr) in [
-        (1, write_wr(1, src.sge(0, len as u32).unwrap(), &remote, 0)),
-        (2, read_wr(2, back.sge(0, len as u32).unwrap(), &remote, 0)),
-    ] {
-        a.qp.post_send(&wr).unwrap();
-        let wc = a.wait();
-        assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success));
-    }
-    assert_eq!(
-        pattern::first_mismatch(remote.buf(), 0, len, 3).unwrap(),
-        None
-    );
-    assert_eq!(
-        pattern::first_mismatch(back.buf(), 0, len, 3).unwrap(),
-        None
-    );
 }
 
 #[test]
