@@ -71,11 +71,6 @@ impl AsyncCq {
         &self.cq
     }
 
-    /// Whether waits go through the reactor (false: a blocking thread).
-    pub fn evented(&self) -> bool {
-        self.channel.is_some()
-    }
-
     /// The next completion, waiting at most `limit`; `None` when none came.
     pub async fn next(&self, limit: Duration) -> hipobj_fabric::Result<Option<WorkCompletion>> {
         let mut out = Vec::with_capacity(1);
