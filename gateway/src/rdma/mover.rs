@@ -41,6 +41,32 @@ pub enum Path {
     },
 }
 
+impl Path {
+    /// The QP that moves the bytes.
+    fn qp(&self) -> &QueuePair {
+        match self {
+            Path::Rc(p) => &p.qp,
+            Path::Dc { lease, .. } => lease.qp(),
+        }
+    }
+
+    /// Its completion queue.
+    fn cq(&self) -> &AsyncCq {
+        match self {
+            Path::Rc(p) => &p.cq,
+            Path::Dc { lease, .. } => lease.cq(),
+        }
+    }
+
+    /// The DC target work requests name (none on RC).
+    fn dc(&self) -> Option<DcAddr> {
+        match self {
+            Path::Rc(_) => None,
+            Path::Dc { to, .. } => Some(*to),
+        }
+    }
+}
+
 /// Why a transfer failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MoveError {
@@ -114,8 +140,7 @@ impl Mover {
 
     fn qp_cq(&self) -> (&QueuePair, &AsyncCq, Option<DcAddr>) {
         match self.path.as_ref() {
-            Some(Path::Rc(p)) => (&p.qp, &p.cq, None),
-            Some(Path::Dc { lease, to }) => (lease.qp(), lease.cq(), Some(*to)),
+            Some(p) => (p.qp(), p.cq(), p.dc()),
             None => unreachable!("the path lives until drop"),
         }
     }
@@ -287,20 +312,13 @@ impl Drop for Mover {
         }
         let Some(path) = self.path.take() else { return };
         let inflight = std::mem::take(&mut self.inflight);
-        let qp = match &path {
-            Path::Rc(p) => &p.qp,
-            Path::Dc { lease, .. } => lease.qp(),
-        };
-        let _ = rc::to_error(qp);
+        let _ = rc::to_error(path.qp());
         let mut pending = Pending(inflight);
         // On the event loop where there is one (the usual case: a request's
         // task was cancelled), else on a thread of its own.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let cq = match &path {
-                    Path::Rc(p) => &p.cq,
-                    Path::Dc { lease, .. } => lease.cq(),
-                };
+                let cq = path.cq();
                 while !pending.0.is_empty() {
                     match cq.next(FLUSH_TIMEOUT).await {
                         Ok(Some(_)) => {
@@ -318,10 +336,7 @@ impl Drop for Mover {
         let reaper = std::thread::Builder::new()
             .name("rdma-flush".into())
             .spawn(move || {
-                let cq = match &path {
-                    Path::Rc(p) => p.cq.cq().clone(),
-                    Path::Dc { lease, .. } => lease.cq().cq().clone(),
-                };
+                let cq = path.cq().cq().clone();
                 while !pending.0.is_empty() {
                     match cq.wait_one(FLUSH_TIMEOUT) {
                         Ok(Some(_)) => {
