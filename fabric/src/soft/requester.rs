@@ -464,12 +464,13 @@ fn transmit_cma(qp: &QpInner, conn: &ReqConn, out: &Outgoing, gen: u64) -> Resul
         }
         g = wait(qp, g, Some(deadline));
     };
-    g.cma_copying = true;
-    drop(g);
-
     let Ok(remote) = usize::try_from(grant.addr) else {
         return Err(TxError::Io);
     };
+    // Set only when the copy is sure to start: it is cleared after it.
+    g.cma_copying = true;
+    drop(g);
+
     let mut at = remote;
     let copied = walk(&pieces, out.off as usize, len, |p: &Piece, host, n| {
         let to = at;
