@@ -18,7 +18,15 @@ use hipobj_fabric::seam::Provider;
 use hipobj_fabric::FabricError;
 use std::ffi::c_void;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// One test at a time: the leak test counts the process's descriptors,
+/// which the others open and close (loading libraries, listing devices).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn real_lib() -> Option<Arc<IbvLib>> {
     match libibverbs() {
@@ -54,6 +62,7 @@ fn check_no_device(e: &FabricError) {
 
 #[test]
 fn the_symbol_table_loads_and_reports_optional_symbols_as_dlsym_sees_them() {
+    let _one = serial();
     let Some(lib) = real_lib() else { return };
     assert_eq!(lib.path(), SONAME);
     let symbols = lib.symbols();
@@ -97,6 +106,7 @@ fn the_symbol_table_loads_and_reports_optional_symbols_as_dlsym_sees_them() {
 
 #[test]
 fn listing_devices_without_any_is_no_device_saying_why() {
+    let _one = serial();
     if real_lib().is_none() {
         return;
     }
@@ -114,6 +124,7 @@ fn listing_devices_without_any_is_no_device_saying_why() {
 
 #[test]
 fn opening_a_device_without_any_is_no_device_saying_why() {
+    let _one = serial();
     if real_lib().is_none() {
         return;
     }
@@ -139,6 +150,7 @@ fn open_fds() -> usize {
 
 #[test]
 fn listing_and_opening_repeatedly_neither_crashes_nor_leaks() {
+    let _one = serial();
     if real_lib().is_none() {
         return;
     }
@@ -176,6 +188,7 @@ fn listing_and_opening_repeatedly_neither_crashes_nor_leaks() {
 
 #[test]
 fn a_missing_library_is_no_device_saying_it_could_not_be_loaded() {
+    let _one = serial();
     let p = VerbsProvider::with_library("libibverbs-hipobj-missing.so.1");
     for r in [
         p.device_names().map(|_| ()),
