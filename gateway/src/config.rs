@@ -1,9 +1,33 @@
 //! What the engine is configured with. The binaries fill it from flags and
 //! the environment (clap); tests build it directly.
 
+pub use crate::tls::CaCerts;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The defaults of the store connection's settings (the command line's
+/// defaults say the same).
+pub mod defaults {
+    use std::time::Duration;
+
+    /// How long a TCP connect to the store may take.
+    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+    /// How long an idle pooled connection is kept.
+    pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+    /// How long the store may take to send the response head.
+    pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+    /// How long the store may take to answer an operation it carries out
+    /// before answering (CompleteMultipartUpload, copies).
+    pub const DEFAULT_LONG_OP_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+    /// Retries of a replayable request.
+    pub const DEFAULT_MAX_RETRIES: u32 = 2;
+    /// The waits before the first, second, ... retry (the last repeats).
+    pub const DEFAULT_BACKOFF: [Duration; 2] =
+        [Duration::from_millis(50), Duration::from_millis(200)];
+    /// How often the endpoints of a cluster are probed.
+    pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(5);
+}
 
 /// An access key and its secret.
 #[derive(Clone, PartialEq, Eq)]
@@ -74,7 +98,7 @@ pub struct UpstreamOptions {
     pub health_interval: Duration,
     /// CA certificates trusted for an `https://` store besides the
     /// system's roots.
-    pub ca: crate::upstream::CaCerts,
+    pub ca: CaCerts,
     /// Whether listings are asked for without `encoding-type` (for a store
     /// that echoes `encoding-type=url` without encoding keys: s3s-fs).
     pub drop_encoding_type: bool,
@@ -82,16 +106,16 @@ pub struct UpstreamOptions {
 
 impl Default for UpstreamOptions {
     fn default() -> UpstreamOptions {
-        use crate::upstream::{multi, remote, retry};
+        use defaults::*;
         UpstreamOptions {
-            connect_timeout: remote::CONNECT_TIMEOUT,
-            response_timeout: remote::DEFAULT_RESPONSE_TIMEOUT,
-            long_op_timeout: remote::DEFAULT_LONG_OP_TIMEOUT,
-            pool_idle_timeout: remote::POOL_IDLE_TIMEOUT,
-            retries: retry::DEFAULT_MAX_RETRIES,
-            backoff: retry::DEFAULT_BACKOFF.to_vec(),
-            health_interval: multi::DEFAULT_HEALTH_INTERVAL,
-            ca: crate::upstream::CaCerts::none(),
+            connect_timeout: CONNECT_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            long_op_timeout: DEFAULT_LONG_OP_TIMEOUT,
+            pool_idle_timeout: POOL_IDLE_TIMEOUT,
+            retries: DEFAULT_MAX_RETRIES,
+            backoff: DEFAULT_BACKOFF.to_vec(),
+            health_interval: DEFAULT_HEALTH_INTERVAL,
+            ca: CaCerts::none(),
             drop_encoding_type: false,
         }
     }

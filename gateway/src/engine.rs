@@ -6,7 +6,7 @@ use crate::auth::{self, AuthSettings, BodyMode, Credentials};
 use crate::body::Body;
 use crate::config::{EngineConfig, ServerConfig, UpstreamConfig};
 use crate::rdma::{RdmaEngine, DEFAULT_DC_KEY};
-use crate::s3err::S3Error;
+use crate::s3err::{request_id, S3Error};
 use crate::upstream::{self, Payload, Upstream};
 use axum::extract::State;
 use axum::Router;
@@ -29,12 +29,7 @@ pub enum StartError {
     Io(#[from] std::io::Error),
 }
 
-/// The TCP peer of the HTTP connection a request came on, put into the
-/// request's extensions by the server loop. The RDMA handshake checks the
-/// client's GID against it (a handshake may only aim the gateway at the
-/// host that made the request).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientAddr(pub std::net::SocketAddr);
+pub use crate::server::ClientAddr;
 
 /// The engine.
 #[derive(Debug)]
@@ -100,7 +95,7 @@ impl Engine {
             match parts.uri.path() {
                 "/health" | "/health/ready" => return health(self).await,
                 "/health/live" => return live(),
-                "/metrics" => return crate::metrics::render(self),
+                "/metrics" => return crate::metrics::render(self.rdma.gauges()),
                 _ => {}
             }
         }
@@ -157,7 +152,7 @@ impl Engine {
             .nth(1)
             .is_some()
         {
-            let op = crate::metrics::s3_operation(&parts.method, &parts.uri, &parts.headers);
+            let op = crate::s3op::operation_name(&parts.method, &parts.uri, &parts.headers);
             crate::metrics::request(op, crate::metrics::PATH_RDMA);
             crate::metrics::rdma_failure("InvalidRDMAToken");
             return S3Error::invalid_token("more than one x-amz-rdma-token header".to_string())
@@ -185,14 +180,14 @@ impl Engine {
                     .await
             }
             Some(Err(_)) => {
-                let op = crate::metrics::s3_operation(&parts.method, &parts.uri, &parts.headers);
+                let op = crate::s3op::operation_name(&parts.method, &parts.uri, &parts.headers);
                 crate::metrics::request(op, crate::metrics::PATH_RDMA);
                 crate::metrics::rdma_failure("InvalidRDMAToken");
                 S3Error::invalid_token("x-amz-rdma-token is not ASCII".to_string())
                     .into_response(&request_id)
             }
             None => {
-                let op = crate::metrics::s3_operation(&parts.method, &parts.uri, &parts.headers);
+                let op = crate::s3op::operation_name(&parts.method, &parts.uri, &parts.headers);
                 crate::metrics::request(op, crate::metrics::PATH_HTTP);
                 let payload = match &verified.body {
                     BodyMode::Sha256(h) => Payload::Sha256(h.clone()),
@@ -295,11 +290,10 @@ async fn health(engine: &Engine) -> Response<Body> {
     r
 }
 
-/// A new request id: 16 hex digits from the OS's randomness.
-pub(crate) fn request_id() -> String {
-    let mut b = [0u8; 8];
-    let _ = getrandom::fill(&mut b);
-    hex::encode_upper(b)
+impl crate::server::Handler for Engine {
+    fn handle(&self, req: Request<Body>) -> impl Future<Output = Response<Body>> + Send {
+        Engine::handle(self, req)
+    }
 }
 
 /// The router: everything goes to the engine.

@@ -23,5 +23,6 @@ pub mod rechunk;
 pub mod s3err;
 pub mod s3op;
 pub mod server;
+pub mod tls;
 pub mod trim;
 pub mod upstream;

@@ -1,9 +1,13 @@
 //! Prometheus metrics: their names, and the helpers the engine calls.
 //!
-//! The recorder is installed once per process ([`install`], called by
-//! [`crate::engine::Engine::new`]); the engine's router answers an
-//! unauthenticated `GET /metrics` with [`render`]. Labels are bounded sets
-//! (S3 operation names, reasons, statuses): never a bucket, key or access key.
+//! The recorder is installed once per process ([`install`], called when
+//! the engine is built); the engine answers an unauthenticated
+//! `GET /metrics` with [`render`] of a [`Gauges`] snapshot it takes of
+//! itself. This module imports nothing of the gateway but the body type:
+//! callers pass plain values (the S3 operation's name comes from
+//! `crate::s3op`, an upstream error's reason from the upstream module).
+//! Labels are bounded sets (S3 operation names, reasons, statuses): never a
+//! bucket, key or access key.
 //!
 //! | Metric | Kind | Labels |
 //! |--------|------|--------|
@@ -25,13 +29,11 @@
 //! | `hipobj_http_connections_closed_total` | counter | `reason` (closed by the front: `refused`, `header_timeout`, `idle_timeout`, `send_stall`) |
 
 use crate::body::Body;
-use crate::upstream::UpstreamError;
-use http::{HeaderMap, Method, Response, Uri};
+use http::Response;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use std::future::Future;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Requests, by `op` and `path`.
 pub const REQUESTS: &str = "hipobj_requests_total";
@@ -167,14 +169,26 @@ fn describe() {
     );
 }
 
-/// The exposition text, after sampling the gauges of `engine`.
-pub fn render(engine: &crate::engine::Engine) -> Response<Body> {
+/// The engine's state at one instant, for the gauges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gauges {
+    /// Staging buffers in the pool.
+    pub staging_total: usize,
+    /// Staging buffers held by transfers.
+    pub staging_in_use: usize,
+    /// Connected QP pairs.
+    pub pairs: usize,
+    /// DC initiators leased by transfers.
+    pub dc_initiators: usize,
+}
+
+/// The exposition text, with the gauges set from `now`.
+pub fn render(now: Gauges) -> Response<Body> {
     let handle = install();
-    let pool = &engine.rdma.pool;
-    gauge!(STAGING_TOTAL).set(pool.total() as f64);
-    gauge!(STAGING_IN_USE).set(pool.total().saturating_sub(pool.available()) as f64);
-    gauge!(PAIRS).set(engine.rdma.pairs.len() as f64);
-    gauge!(DC_INITIATORS).set(engine.rdma.dc_in_use() as f64);
+    gauge!(STAGING_TOTAL).set(now.staging_total as f64);
+    gauge!(STAGING_IN_USE).set(now.staging_in_use as f64);
+    gauge!(PAIRS).set(now.pairs as f64);
+    gauge!(DC_INITIATORS).set(now.dc_initiators as f64);
     let mut r = Response::new(Body::from(handle.render()));
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -259,38 +273,11 @@ pub fn completion_error(write: bool, status: String) {
     counter!(COMPLETION_ERRORS, "op" => op, "status" => status).increment(1);
 }
 
-/// Times a request to the store, counting it as an error when it gets no
-/// answer or a 5xx one.
-pub async fn upstream<F>(op: &'static str, send: F) -> F::Output
-where
-    F: Future<Output = Result<Response<Body>, UpstreamError>>,
-{
-    let start = Instant::now();
-    let out = send.await;
-    histogram!(UPSTREAM_SECONDS, "op" => op).record(start.elapsed().as_secs_f64());
-    let reason = match &out {
-        Ok(r) if r.status().is_server_error() => Some("status_5xx"),
-        Ok(_) => None,
-        Err(UpstreamError::Connect(_)) => Some("connect"),
-        Err(UpstreamError::ConnectTimeout) => Some("connect_timeout"),
-        Err(UpstreamError::Request(_)) => Some("request"),
-        Err(UpstreamError::Embedded(_)) => Some("embedded"),
-        Err(UpstreamError::Sign(_)) => Some("sign"),
-        Err(UpstreamError::InvalidTarget(_)) => Some("invalid_target"),
-        Err(_) => Some("other"),
-    };
-    if let Some(reason) = reason {
+/// One request to the store: the time until its response head, and why it
+/// counts as an error (no answer, or a 5xx one), if it does.
+pub fn upstream_request(op: &'static str, took: Duration, error: Option<&'static str>) {
+    histogram!(UPSTREAM_SECONDS, "op" => op).record(took.as_secs_f64());
+    if let Some(reason) = error {
         counter!(UPSTREAM_ERRORS, "op" => op, "reason" => reason).increment(1);
     }
-    out
-}
-
-/// The S3 operation of a path-style request, for the `op` label: a fixed
-/// set of names, `Other` for anything else ([`crate::s3op`] tells them
-/// apart; a virtual-hosted request is path-style by the time it is counted).
-pub fn s3_operation(method: &Method, uri: &Uri, headers: &HeaderMap) -> &'static str {
-    let copy = headers.contains_key("x-amz-copy-source");
-    crate::s3op::classify(method, None, uri.path(), uri.query(), copy, &[])
-        .op
-        .name()
 }

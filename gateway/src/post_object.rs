@@ -257,7 +257,7 @@ pub async fn serve(
         .insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
     *req.body_mut() = spooled.into_body(len);
 
-    let sent = crate::metrics::upstream("PostObject", upstream.send(req, Payload::Unsigned)).await;
+    let sent = crate::upstream::timed("PostObject", upstream.send(req, Payload::Unsigned)).await;
     let resp = sent.map_err(|err| {
         tracing::warn!(upstream = %upstream.describe(), error = %err, "store request failed");
         S3Error::bad_gateway("the store failed to answer the request")

@@ -101,7 +101,7 @@ pub async fn forward_with_trailer(
     payload: Payload,
     trailer: Option<(crate::checksum::Algorithm, crate::auth::TrailingHeaders)>,
 ) -> Result<Response<Body>, S3Error> {
-    let op = crate::metrics::s3_operation(&parts.method, &parts.uri, &parts.headers);
+    let op = crate::s3op::operation_name(&parts.method, &parts.uri, &parts.headers);
     let mut headers = forwardable_headers(&parts.headers);
     if let Some(len) = decoded_length {
         headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
@@ -147,7 +147,7 @@ pub async fn forward_with_trailer(
     *req.version_mut() = Version::HTTP_11;
     *req.headers_mut() = headers;
 
-    let sent = crate::metrics::upstream(op, upstream.send(req, payload)).await;
+    let sent = crate::upstream::timed(op, upstream.send(req, payload)).await;
     if let Some(e) = failure.take() {
         match &sent {
             Ok(resp) if resp.status().is_success() => {

@@ -152,6 +152,13 @@ impl S3Error {
     }
 }
 
+/// A new request id: 16 hex digits from the OS's randomness.
+pub fn request_id() -> String {
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    hex::encode_upper(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -239,6 +239,17 @@ pub fn path_style(host: Option<&str>, path_and_query: &str, domains: &[String]) 
     })
 }
 
+/// The name of a path-style request's S3 operation, for the metrics' `op`
+/// label and the places that ask "is this a CompleteMultipartUpload": a
+/// fixed set of names, `Other` for anything else (a virtual-hosted request
+/// is path-style by the time it is named).
+pub fn operation_name(method: &Method, uri: &http::Uri, headers: &http::HeaderMap) -> &'static str {
+    let copy = headers.contains_key("x-amz-copy-source");
+    classify(method, None, uri.path(), uri.query(), copy, &[])
+        .op
+        .name()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

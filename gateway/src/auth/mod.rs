@@ -31,6 +31,7 @@
 //! its own message.
 
 mod canonical;
+mod chunk_parser;
 mod chunked;
 mod error;
 pub mod post_form;

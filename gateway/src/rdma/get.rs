@@ -4,9 +4,10 @@
 //! buffer: a larger object is refused before the first byte is written when
 //! its length is known, and stops at the edge otherwise.
 
-use super::mover::{MoveError, Mover, Path, RemoteBuffer};
-use super::staging::{AcquireError, Staging};
-use super::{copy_object_headers, set_request_id, with_reply, Transfer};
+use super::mover::{AcquireError, MoveError, Mover, Path, RemoteBuffer};
+use super::reply::{copy_object_headers, set_request_id, with_reply};
+use super::staging::Staging;
+use super::transfer::Transfer;
 use crate::body::Body;
 use crate::s3err::S3Error;
 use crate::upstream::Payload;
@@ -38,7 +39,7 @@ pub(super) async fn run(
     path: Path,
     remote: RemoteBuffer,
 ) -> Answer {
-    let (engine, upstream, request_id) = (ctx.engine, ctx.upstream, ctx.request_id);
+    let (upstream, request_id) = (ctx.upstream, ctx.request_id);
     let partial = ranged(&parts);
     let mut req = http::Request::builder()
         .method(http::Method::GET)
@@ -51,7 +52,7 @@ pub(super) async fn run(
         .body(Body::empty())
         .map_err(|e| fail(S3Error::internal(e.to_string()), "500", request_id))?;
     let sent = upstream.send(req, Payload::Sha256(EMPTY_SHA256.to_string()));
-    let resp = crate::metrics::upstream("GetObject", sent)
+    let resp = crate::upstream::timed("GetObject", sent)
         .await
         .map_err(|e| fail(S3Error::bad_gateway(e.to_string()), "502", request_id))?;
     let status = resp.status();
@@ -79,9 +80,9 @@ pub(super) async fn run(
             ));
         }
     }
-    let chunk = engine.pool.chunk();
-    let depth = engine.depth();
-    let mut mover = Mover::new(path, remote, engine.progress_timeout());
+    let chunk = ctx.pool.chunk();
+    let depth = ctx.depth;
+    let mut mover = Mover::new(path, remote, ctx.progress_timeout);
     let mut offset: u64 = 0; // bytes posted so far
     let mut current: Option<(Staging, usize)> = None;
     let mut failure: Option<(S3Error, &'static str)> = None;
@@ -103,9 +104,8 @@ pub(super) async fn run(
         let mut rest = &data[..];
         while !rest.is_empty() {
             if current.is_none() {
-                match engine
-                    .pool
-                    .acquire_for(ctx.share, &mut mover, true, engine.pool_timeout())
+                match mover
+                    .staging(ctx.pool, ctx.share, true, ctx.pool_timeout)
                     .await
                 {
                     Ok(s) => current = Some((s, 0)),

@@ -6,6 +6,8 @@
 //! - `staging`: the shared pool of registered buffers.
 //! - `mover`: posting WRITE/READ and waiting for completions.
 //! - `checksum`: the checksums a PUT is verified against.
+//! - `operation`: which operation a token request is, and the buffer limits.
+//! - `transfer`, `reply`: what a transfer works with, and its answer's headers.
 //! - `get`, `put`: GetObject, and PutObject/UploadPart.
 
 pub mod checksum;
@@ -13,15 +15,18 @@ pub mod completions;
 pub mod dci;
 mod get;
 pub mod mover;
+pub mod operation;
 pub mod pairs;
 mod put;
+mod reply;
 pub mod shares;
 pub mod staging;
+mod transfer;
 
 use crate::body::Body;
 use crate::config::RdmaConfig;
-use crate::engine::ClientAddr;
 use crate::s3err::S3Error;
+use crate::server::ClientAddr;
 use crate::upstream::Upstream;
 use hipobj_fabric::rc::{RcParams, RcPeer};
 use hipobj_fabric::seam::Provider;
@@ -31,87 +36,19 @@ use hipobj_wire::{detect, headers, Token, TokenValue, Transport};
 use http::{HeaderValue, Response, StatusCode};
 use mover::{Path, RemoteBuffer};
 use pairs::{Limits, Pairs};
-use staging::{Share, StagingPool};
+use staging::StagingPool;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tracing::Instrument as _;
 
+use operation::check_buffer;
+pub use operation::{classify, Operation, MAX_GET_BUFFER, MAX_PUT_LEN};
+use reply::{set_request_id, with_reply};
+use transfer::Transfer;
+
 /// cuObject's public default DC access key; configurable.
 pub const DEFAULT_DC_KEY: u64 = 0xffee_ddcc;
-
-/// Which S3 operation a token request is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    /// GetObject (including Range and partNumber GETs).
-    GetObject,
-    /// PutObject.
-    PutObject,
-    /// UploadPart.
-    UploadPart,
-    /// Anything else: RDMA is declined.
-    Other,
-}
-
-impl Operation {
-    /// Its S3 name (`Other` for the rest), as metrics label it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Operation::GetObject => "GetObject",
-            Operation::PutObject => "PutObject",
-            Operation::UploadPart => "UploadPart",
-            Operation::Other => "Other",
-        }
-    }
-}
-
-/// Classifies a path-style request (a virtual-hosted one is made
-/// path-style before it gets here), with [`crate::s3op`]'s rules.
-pub fn classify(method: &http::Method, uri: &http::Uri, headers: &http::HeaderMap) -> Operation {
-    let copy = headers.contains_key("x-amz-copy-source");
-    match crate::s3op::classify(method, None, uri.path(), uri.query(), copy, &[]).op {
-        crate::s3op::Operation::GetObject => Operation::GetObject,
-        crate::s3op::Operation::PutObject => Operation::PutObject,
-        crate::s3op::Operation::UploadPart => Operation::UploadPart,
-        _ => Operation::Other,
-    }
-}
-
-/// The largest object S3 stores (5 TiB): no GET needs a larger buffer.
-pub const MAX_GET_BUFFER: u64 = 5 << 40;
-/// The largest PutObject or UploadPart S3 accepts (5 GiB).
-pub const MAX_PUT_LEN: u64 = 5 << 30;
-
-/// Refuses a token whose buffer no real request can have: an address range
-/// that wraps, a GET buffer beyond the largest object, a PUT beyond S3's
-/// largest single upload.
-fn check_buffer(op: Operation, remote: &RemoteBuffer) -> Result<(), S3Error> {
-    if remote.addr.checked_add(remote.len).is_none() {
-        return Err(S3Error::invalid_token(format!(
-            "the RDMA buffer's address plus its length ({}) overflows",
-            remote.len
-        )));
-    }
-    match op {
-        Operation::GetObject if remote.len > MAX_GET_BUFFER => {
-            Err(S3Error::invalid_token(format!(
-                "an RDMA buffer of {} bytes is larger than any object (5 TiB)",
-                remote.len
-            )))
-        }
-        Operation::PutObject | Operation::UploadPart if remote.len > MAX_PUT_LEN => {
-            Err(S3Error::new(
-                StatusCode::BAD_REQUEST,
-                "EntityTooLarge",
-                format!(
-                    "{} bytes: a single upload is at most 5 GiB (use a multipart upload)",
-                    remote.len
-                ),
-            ))
-        }
-        _ => Ok(()),
-    }
-}
 
 /// Where a transfer token points.
 #[derive(Clone, Copy, Debug)]
@@ -129,15 +66,6 @@ impl Target {
             Target::Dc(to) => to.gid,
         }
     }
-}
-
-/// What a GET or PUT transfer works with.
-pub(crate) struct Transfer<'a> {
-    pub engine: &'a Arc<RdmaEngine>,
-    /// The access key's share of the staging pool.
-    pub share: &'a Share,
-    pub upstream: &'a Arc<dyn Upstream>,
-    pub request_id: &'a str,
 }
 
 /// The RDMA side of the engine.
@@ -266,6 +194,17 @@ impl RdmaEngine {
         self.dcis.leased(self.cfg.dc_initiators)
     }
 
+    /// The gauges' values now, for `GET /metrics`.
+    pub fn gauges(&self) -> crate::metrics::Gauges {
+        let total = self.pool.total();
+        crate::metrics::Gauges {
+            staging_total: total,
+            staging_in_use: total.saturating_sub(self.pool.available()),
+            pairs: self.pairs.len(),
+            dc_initiators: self.dc_in_use(),
+        }
+    }
+
     /// Whether a token's GID may be aimed at: the address of the HTTP peer
     /// the request came from, or one in the operator's allowed networks.
     /// The gateway connects only to the caller.
@@ -297,7 +236,7 @@ impl RdmaEngine {
     ) -> Response<Body> {
         let redacted = hipobj_wire::redacted(token);
         crate::metrics::request(
-            crate::metrics::s3_operation(&parts.method, &parts.uri, &parts.headers),
+            crate::s3op::operation_name(&parts.method, &parts.uri, &parts.headers),
             crate::metrics::PATH_RDMA,
         );
         let detected = match detect(token) {
@@ -474,7 +413,10 @@ impl RdmaEngine {
             };
             let start = std::time::Instant::now();
             let ctx = Transfer {
-                engine: &engine,
+                pool: &engine.pool,
+                depth: engine.depth(),
+                progress_timeout: engine.progress_timeout(),
+                pool_timeout: engine.pool_timeout(),
                 share: &share,
                 upstream: &upstream,
                 request_id: &request_id,
@@ -625,34 +567,5 @@ impl RdmaEngine {
     /// Chunks in flight per transfer.
     pub fn depth(&self) -> usize {
         self.cfg.depth.max(1)
-    }
-}
-
-/// Adds `x-amz-rdma-reply` to a response.
-pub(crate) fn with_reply(mut r: Response<Body>, reply: &str) -> Response<Body> {
-    if let Ok(v) = HeaderValue::from_str(reply) {
-        r.headers_mut().insert(headers::RDMA_REPLY, v);
-    }
-    r
-}
-
-pub(crate) fn set_request_id(r: &mut Response<Body>, request_id: &str) {
-    if let Ok(v) = HeaderValue::from_str(request_id) {
-        r.headers_mut().insert("x-amz-request-id", v);
-    }
-}
-
-/// Headers of an upstream answer that describe the object, copied onto an
-/// RDMA answer (whose own body is empty).
-pub(crate) fn copy_object_headers(from: &http::HeaderMap, to: &mut http::HeaderMap) {
-    for (k, v) in from {
-        let n = k.as_str();
-        if matches!(
-            n,
-            "content-length" | "transfer-encoding" | "connection" | "keep-alive"
-        ) {
-            continue;
-        }
-        to.append(k.clone(), v.clone());
     }
 }

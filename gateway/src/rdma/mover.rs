@@ -5,7 +5,7 @@
 use super::completions::AsyncCq;
 use super::dci::DciLease;
 use super::pairs::Pair;
-use super::staging::Staging;
+use super::staging::{PoolError, Share, Staging, StagingPool};
 use hipobj_fabric::rc;
 use hipobj_fabric::{DcAddr, QueuePair, RemoteAddr, SendOp, SendWr, WcStatus, WorkCompletion};
 use std::collections::VecDeque;
@@ -99,6 +99,17 @@ pub enum MoveError {
     },
 }
 
+/// Why [`Mover::staging`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AcquireError {
+    /// The pool stayed empty.
+    #[error(transparent)]
+    Pool(PoolError),
+    /// Retiring a work request failed.
+    #[error(transparent)]
+    Move(MoveError),
+}
+
 /// Work requests in flight and their staging buffers.
 ///
 /// The rule it keeps, on every provider: memory a posted work request names
@@ -120,6 +131,32 @@ pub struct Mover {
 }
 
 impl Mover {
+    /// A buffer for a transfer whose completed work needs nothing more (the
+    /// WRITEs of a GET): if none is free, the oldest work request is retired
+    /// first (which frees one) rather than waiting on the pool while holding
+    /// buffers, so transfers sharing the pool cannot wait for each other in
+    /// a circle. A READ's completed buffer holds data: PUT must deliver it,
+    /// not use this.
+    pub async fn staging(
+        &mut self,
+        pool: &StagingPool,
+        share: &Share,
+        write: bool,
+        wait: Duration,
+    ) -> Result<Staging, AcquireError> {
+        loop {
+            if let Some(s) = pool.try_acquire(share) {
+                return Ok(s);
+            }
+            if self.inflight() == 0 {
+                return pool.acquire(share, wait).await.map_err(AcquireError::Pool);
+            }
+            self.complete_oldest(write)
+                .await
+                .map_err(AcquireError::Move)?;
+        }
+    }
+
     /// Moves bytes to or from `remote` over `path`; a transfer whose oldest
     /// work request does not complete within `progress` is failed.
     pub fn new(path: Path, remote: RemoteBuffer, progress: Duration) -> Mover {

@@ -8,7 +8,8 @@
 use super::checksum::{self, Hasher};
 use super::get::EMPTY_SHA256;
 use super::mover::{Mover, Path, RemoteBuffer};
-use super::{copy_object_headers, set_request_id, with_reply, Transfer};
+use super::reply::{copy_object_headers, set_request_id, with_reply};
+use super::transfer::Transfer;
 use crate::body::{Body, BoxError};
 use crate::s3err::S3Error;
 use crate::upstream::Payload;
@@ -32,7 +33,7 @@ pub(super) async fn run(
 ) -> Answer {
     let (upstream, request_id) = (ctx.upstream, ctx.request_id);
     let expected = checksum::expected(&parts.headers);
-    let op = super::classify(&parts.method, &parts.uri, &parts.headers).name();
+    let op = super::operation::classify(&parts.method, &parts.uri, &parts.headers).name();
     // One chunk waits in the channel; the others are in flight or being sent.
     let (tx, rx) = mpsc::channel::<Chunk>(1);
     let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
@@ -53,7 +54,7 @@ pub(super) async fn run(
     } else {
         Payload::Unsigned
     };
-    let upload = tokio::spawn(crate::metrics::upstream(op, upstream.send(req, payload)));
+    let upload = tokio::spawn(crate::upstream::timed(op, upstream.send(req, payload)));
     let read = read_all(ctx, path, remote, &expected, tx).await;
     let sent = upload.await;
     if let Err((e, reply)) = read {
@@ -128,20 +129,19 @@ async fn read_all(
             }
         };
     }
-    let engine = ctx.engine;
-    let chunk = engine.pool.chunk() as u64;
-    let depth = engine.depth();
-    let mut mover = Mover::new(path, remote, engine.progress_timeout());
+    let chunk = ctx.pool.chunk() as u64;
+    let depth = ctx.depth;
+    let mut mover = Mover::new(path, remote, ctx.progress_timeout);
     let (mut posted, mut delivered) = (0u64, 0u64);
     while delivered < len {
         while mover.inflight() < depth && posted < len {
             // Never retire a READ just to free its buffer: its bytes belong
             // to the body. With READs in flight and the pool empty, deliver
             // the oldest first (below), which frees a buffer once sent.
-            let staging = match engine.pool.try_acquire(ctx.share) {
+            let staging = match ctx.pool.try_acquire(ctx.share) {
                 Some(s) => s,
                 None if mover.inflight() > 0 => break,
-                None => match engine.pool.acquire(ctx.share, engine.pool_timeout()).await {
+                None => match ctx.pool.acquire(ctx.share, ctx.pool_timeout).await {
                     Ok(s) => s,
                     Err(e) => {
                         abort(&tx, e.to_string()).await;

@@ -39,17 +39,6 @@ struct Shared {
 #[derive(Debug, Clone)]
 pub struct Share(Arc<Semaphore>);
 
-/// Why `acquire_for` failed.
-#[derive(Debug, thiserror::Error)]
-pub enum AcquireError {
-    /// The pool stayed empty.
-    #[error(transparent)]
-    Pool(PoolError),
-    /// Retiring a work request failed.
-    #[error(transparent)]
-    Move(super::mover::MoveError),
-}
-
 /// The pool.
 #[derive(Debug, Clone)]
 pub struct StagingPool {
@@ -140,33 +129,6 @@ impl StagingPool {
             shared: self.shared.clone(),
             permit: Some(permit),
             _share: mine,
-        }
-    }
-
-    /// A buffer for a transfer whose completed work needs nothing more (the
-    /// WRITEs of a GET): if none is free, the oldest work request is retired
-    /// first (which frees one) rather than waiting on the pool while holding
-    /// buffers, so transfers sharing the pool cannot wait for each other in
-    /// a circle. A READ's completed buffer holds data: PUT must deliver it,
-    /// not use this.
-    pub async fn acquire_for(
-        &self,
-        share: &Share,
-        mover: &mut super::mover::Mover,
-        write: bool,
-        wait: Duration,
-    ) -> Result<Staging, AcquireError> {
-        loop {
-            if let Some(s) = self.try_acquire(share) {
-                return Ok(s);
-            }
-            if mover.inflight() == 0 {
-                return self.acquire(share, wait).await.map_err(AcquireError::Pool);
-            }
-            mover
-                .complete_oldest(write)
-                .await
-                .map_err(AcquireError::Move)?;
         }
     }
 

@@ -14,7 +14,6 @@ pub mod multi;
 pub use hipobj_net::quickack;
 pub mod remote;
 pub mod retry;
-pub mod tls;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -30,7 +29,7 @@ pub use self::embedded::EmbeddedUpstream;
 pub use self::multi::{MultiOptions, MultiUpstream};
 pub use self::remote::{RemoteOptions, RemoteUpstream};
 pub use self::retry::RetryPolicy;
-pub use self::tls::{CaCerts, CaFileError};
+pub use crate::tls::{CaCerts, CaFileError};
 
 /// The SHA-256 of an empty payload, in hex.
 pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -302,6 +301,38 @@ pub(crate) fn sign(
         SystemTime::now(),
     )
     .map_err(|e| UpstreamError::Sign(e.to_string()))
+}
+
+impl UpstreamError {
+    /// The `reason` label of `hipobj_upstream_errors_total` for this error.
+    pub fn metric_reason(&self) -> &'static str {
+        match self {
+            UpstreamError::Connect(_) => "connect",
+            UpstreamError::ConnectTimeout => "connect_timeout",
+            UpstreamError::Request(_) => "request",
+            UpstreamError::Embedded(_) => "embedded",
+            UpstreamError::Sign(_) => "sign",
+            UpstreamError::InvalidTarget(_) => "invalid_target",
+            _ => "other",
+        }
+    }
+}
+
+/// Times a request to the store for the metrics, counting it as an error
+/// when it gets no answer or a 5xx one.
+pub async fn timed<F>(op: &'static str, send: F) -> F::Output
+where
+    F: std::future::Future<Output = Result<http::Response<Body>, UpstreamError>>,
+{
+    let start = std::time::Instant::now();
+    let out = send.await;
+    let error = match &out {
+        Ok(r) if r.status().is_server_error() => Some("status_5xx"),
+        Ok(_) => None,
+        Err(e) => Some(e.metric_reason()),
+    };
+    crate::metrics::upstream_request(op, start.elapsed(), error);
+    out
 }
 
 #[cfg(test)]

@@ -30,8 +30,7 @@ use super::{Payload, Upstream, UpstreamError, EMPTY_SHA256, READY_TIMEOUT};
 use crate::body::Body;
 use crate::config::KeyPair;
 
-/// How often endpoints are probed, by default.
-pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(5);
+pub use crate::config::defaults::DEFAULT_HEALTH_INTERVAL;
 
 /// How a [`MultiUpstream`] times out, retries and probes.
 #[derive(Debug, Clone, PartialEq, Eq)]

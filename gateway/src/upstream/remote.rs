@@ -33,27 +33,18 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::oneshot;
 
 use super::retry::{self, ResponseHeadTimeout, RetryPolicy};
-use super::tls::{self, CaCerts, TlsHandshakeError};
 use super::{Payload, Upstream, UpstreamError};
 use crate::body::{Body, BoxError};
 use crate::config::KeyPair;
+use crate::tls::{self, CaCerts, TlsHandshakeError};
 use hipobj_net::quickack::QuickAckConnector;
 
-/// How long a TCP connect to the store may take, by default.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long an idle pooled connection is kept, by default.
-pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+pub use crate::config::defaults::{
+    CONNECT_TIMEOUT, DEFAULT_LONG_OP_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, POOL_IDLE_TIMEOUT,
+};
 
 /// TCP keep-alive probe interval on connections to the store.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
-
-/// How long the store may take to send the response head, by default.
-pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long the store may take to answer an operation it carries out
-/// before answering ([`is_long_operation`]), by default.
-pub const DEFAULT_LONG_OP_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 /// How a [`RemoteUpstream`] connects, times out and retries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,7 +313,7 @@ pub fn is_long_operation(method: &Method, uri: &Uri, headers: &HeaderMap) -> boo
     // Any copy, whatever else the request says; the rest by the gateway's
     // one classification of S3 operations.
     headers.contains_key("x-amz-copy-source")
-        || crate::metrics::s3_operation(method, uri, headers) == "CompleteMultipartUpload"
+        || crate::s3op::operation_name(method, uri, headers) == "CompleteMultipartUpload"
 }
 
 /// A request body that says when it is done with: its last frame was taken

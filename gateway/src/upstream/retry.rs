@@ -20,11 +20,7 @@ use http_body::Body as _;
 use super::UpstreamError;
 use crate::body::Body;
 
-/// Retries by default.
-pub const DEFAULT_MAX_RETRIES: u32 = 2;
-
-/// The waits before the first, second, ... retry (the last repeats).
-pub const DEFAULT_BACKOFF: [Duration; 2] = [Duration::from_millis(50), Duration::from_millis(200)];
+pub use crate::config::defaults::{DEFAULT_BACKOFF, DEFAULT_MAX_RETRIES};
 
 /// How many times and how soon a replayable request is sent again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +88,7 @@ pub fn is_retryable_status(status: StatusCode) -> bool {
 pub fn is_retryable_error(err: &UpstreamError) -> bool {
     match err {
         // A certificate the gateway does not trust stays untrusted.
-        UpstreamError::Connect(e) => !e.is::<super::tls::TlsHandshakeError>(),
+        UpstreamError::Connect(e) => !e.is::<crate::tls::TlsHandshakeError>(),
         UpstreamError::ConnectTimeout => true,
         UpstreamError::Request(e) => !e.is::<ResponseHeadTimeout>(),
         _ => false,

@@ -170,7 +170,7 @@ pub(crate) fn unused_config() -> Result<rustls::ClientConfig, rustls::Error> {
 }
 
 /// The TLS failure behind a failed connect, said plainly; carried in
-/// [`super::UpstreamError::Connect`]. It is not retried.
+/// `UpstreamError::Connect`. It is not retried.
 #[derive(Debug, thiserror::Error)]
 #[error("TLS handshake with the store failed: {reason}{hint}")]
 pub struct TlsHandshakeError {

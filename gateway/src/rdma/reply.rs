@@ -1,0 +1,34 @@
+//! The headers an RDMA answer carries.
+
+use crate::body::Body;
+use hipobj_wire::headers;
+use http::{HeaderValue, Response};
+
+/// Adds `x-amz-rdma-reply` to a response.
+pub(crate) fn with_reply(mut r: Response<Body>, reply: &str) -> Response<Body> {
+    if let Ok(v) = HeaderValue::from_str(reply) {
+        r.headers_mut().insert(headers::RDMA_REPLY, v);
+    }
+    r
+}
+
+pub(crate) fn set_request_id(r: &mut Response<Body>, request_id: &str) {
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        r.headers_mut().insert("x-amz-request-id", v);
+    }
+}
+
+/// Headers of an upstream answer that describe the object, copied onto an
+/// RDMA answer (whose own body is empty).
+pub(crate) fn copy_object_headers(from: &http::HeaderMap, to: &mut http::HeaderMap) {
+    for (k, v) in from {
+        let n = k.as_str();
+        if matches!(
+            n,
+            "content-length" | "transfer-encoding" | "connection" | "keep-alive"
+        ) {
+            continue;
+        }
+        to.append(k.clone(), v.clone());
+    }
+}
