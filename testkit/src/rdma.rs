@@ -127,8 +127,7 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 /// The `x-amz-checksum-crc64nvme` value of `data`: base64 of the big-endian
 /// CRC-64/NVME.
 pub fn crc64nvme_b64(data: &[u8]) -> String {
-    use base64::Engine as _;
     let mut d = crc64fast_nvme::Digest::new();
     d.write(data);
-    base64::engine::general_purpose::STANDARD.encode(d.sum64().to_be_bytes())
+    hipobj_wire::checksum::crc64nvme_value(d.sum64())
 }

@@ -9,11 +9,12 @@
 //! - [`detect`]: tells the dialects of an `x-amz-rdma-token` value apart,
 //!   including the legacy `:addr:size` suffix.
 //! - [`Reply`]: the `x-amz-rdma-reply` grammar.
-//! - [`headers`]: header names.
+//! - [`headers`]: header names; [`checksum`]: the CRC-64/NVME header value.
 //! - [`redacted`]: a token shortened for logs.
 
 #![forbid(unsafe_code)]
 
+pub mod checksum;
 pub mod descriptor;
 pub mod dialect;
 pub mod gid;

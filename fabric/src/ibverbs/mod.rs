@@ -20,8 +20,21 @@
 pub mod abi;
 mod convert;
 pub mod loader;
+// In dependency order: each module uses only those above it.
+mod cq;
+mod device;
+mod inner;
+mod mr;
+mod os;
+mod pd;
 mod provider;
+mod qp;
 pub mod sysfs;
 
+pub use cq::VerbsCq;
+pub use device::VerbsDevice;
 pub use loader::{libibverbs, IbvLib, SONAME};
-pub use provider::{VerbsCq, VerbsDevice, VerbsMr, VerbsPd, VerbsProvider, VerbsQp};
+pub use mr::VerbsMr;
+pub use pd::VerbsPd;
+pub use provider::VerbsProvider;
+pub use qp::VerbsQp;

@@ -172,6 +172,14 @@ impl CqOps for SoftCq {
     }
 }
 
+/// Recovers the software CQ behind a seam CQ.
+pub(crate) fn soft_cq(cq: &Arc<dyn CqOps>, verb: &'static str) -> Result<Arc<CqInner>> {
+    cq.as_any()
+        .downcast_ref::<SoftCq>()
+        .map(|c| c.inner.clone())
+        .ok_or_else(|| FabricError::invalid(verb, "the CQ belongs to another provider"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

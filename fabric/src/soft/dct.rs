@@ -2,23 +2,12 @@
 //! DC access key, with no connection set-up.
 
 use super::cq::CqInner;
-use super::device::{DeviceShared, Target};
+use super::shared::{DctInner, DeviceShared, Target};
 use crate::error::{FabricError, Result};
 use crate::seam::DctOps;
 use crate::types::AccessFlags;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-#[derive(Debug)]
-pub(crate) struct DctInner {
-    pub dctn: u32,
-    pub pd_id: u64,
-    pub access: AccessFlags,
-    pub key: u64,
-    /// Kept for the completions a DCT with a receive queue would report.
-    _cq: Arc<CqInner>,
-    violations: AtomicU64,
-}
 
 impl DctInner {
     pub fn create(
@@ -51,15 +40,6 @@ impl DctInner {
             t
         })?;
         made.ok_or_else(|| FabricError::invalid("create_dct", "no DCT number"))
-    }
-
-    pub fn count_violation(&self) {
-        let n = self.violations.fetch_add(1, Ordering::Relaxed) + 1;
-        tracing::warn!(
-            dctn = format_args!("{:#x}", self.dctn),
-            violations = n,
-            "soft DCT: request with a wrong DC key dropped"
-        );
     }
 }
 

@@ -1,192 +1,22 @@
-//! A software device: an IPv4 address, its IPv4-mapped GID, TCP listeners
-//! whose ports name its QPs, and the tables of live keys and QPs that
-//! incoming requests are checked against.
+//! A software device's verbs objects: the device, its protection domains
+//! and memory regions. The device's tables (live keys and QPs, TCP
+//! listeners whose ports name its QPs) are in [`super::shared`].
 
-use super::cq::{CqInner, SoftCq};
-use super::dct::{DctInner, SoftDct};
+use super::config::SoftConfig;
+use super::cq::{soft_cq, CqInner, SoftCq};
+use super::dct::SoftDct;
 use super::memory::MrInner;
-use super::qp::{QpInner, SoftQp};
+use super::qp::SoftQp;
 use super::responder;
-use super::SoftConfig;
+use super::shared::{DctInner, DeviceShared, QpInner};
 use crate::error::{FabricError, Result};
 use crate::seam::{CqOps, DctOps, DeviceOps, MrOps, PdOps, QpInit, QpOps};
 use crate::types::{
     AccessFlags, DeviceInfo, GidEntry, GidType, LinkLayer, Mtu, PortAttr, PortState,
 };
-use hipobj_wire::Gid;
-use std::collections::{HashMap, VecDeque};
-use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
-
-/// QP numbers per listener: the low 8 bits of a QP number.
-const SLOTS_PER_LISTENER: u32 = 256;
-
-/// What a QP number leads to.
-#[derive(Debug, Clone)]
-pub(crate) enum Target {
-    Rc(Weak<QpInner>),
-    Dct(Weak<DctInner>),
-}
-
-#[derive(Debug)]
-struct ListenerSlots {
-    port: u16,
-    fd: RawFd,
-    free: VecDeque<u32>,
-}
-
-/// State shared by a device's objects and its threads.
-#[derive(Debug)]
-pub(crate) struct DeviceShared {
-    pub ip: Ipv4Addr,
-    pub gid: Gid,
-    pub config: SoftConfig,
-    info: DeviceInfo,
-    mrs: RwLock<HashMap<u32, Arc<MrInner>>>,
-    targets: RwLock<HashMap<u32, Target>>,
-    listeners: Mutex<Vec<ListenerSlots>>,
-    conns: Mutex<HashMap<u64, TcpStream>>,
-    next_id: AtomicU64,
-    closed: AtomicBool,
-}
-
-impl DeviceShared {
-    /// A fresh id for a PD or a connection.
-    pub fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// The live region with key `key`.
-    pub fn mr(&self, key: u32) -> Option<Arc<MrInner>> {
-        self.mrs
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .cloned()
-    }
-
-    /// What QP number `qpn` leads to.
-    pub fn target(&self, qpn: u32) -> Option<Target> {
-        self.targets
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&qpn)
-            .cloned()
-    }
-
-    /// Allocates a QP number for `target`: the port of a listener with a
-    /// free slot, times 256, plus the slot. A new listener is bound when
-    /// every slot is taken.
-    pub fn alloc_qpn(self: &Arc<Self>, target: impl FnOnce(u32) -> Target) -> Result<u32> {
-        let mut ls = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
-        let qpn = match ls
-            .iter_mut()
-            .find_map(|l| l.free.pop_front().map(|s| (l.port, s)))
-        {
-            Some((port, slot)) => (u32::from(port) << 8) | slot,
-            None => {
-                let listener = TcpListener::bind(SocketAddrV4::new(self.ip, 0)).map_err(|e| {
-                    FabricError::Os {
-                        verb: "create_qp (bind soft listener)",
-                        source: e,
-                    }
-                })?;
-                let port = listener
-                    .local_addr()
-                    .map_err(|e| FabricError::Os {
-                        verb: "create_qp",
-                        source: e,
-                    })?
-                    .port();
-                let mut free: VecDeque<u32> = (1..SLOTS_PER_LISTENER).collect();
-                free.push_back(0);
-                let slot = free.pop_front().unwrap_or(0);
-                ls.push(ListenerSlots {
-                    port,
-                    fd: listener.as_raw_fd(),
-                    free,
-                });
-                let dev = Arc::downgrade(self);
-                std::thread::Builder::new()
-                    .name(format!("soft-listen-{port}"))
-                    .spawn(move || accept_loop(dev, listener))
-                    .map_err(|e| FabricError::Os {
-                        verb: "create_qp (spawn)",
-                        source: e,
-                    })?;
-                tracing::debug!(ip = %self.ip, port, "soft device listening");
-                (u32::from(port) << 8) | slot
-            }
-        };
-        drop(ls);
-        self.targets
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(qpn, target(qpn));
-        Ok(qpn)
-    }
-
-    /// Forgets QP number `qpn`: later requests for it are dropped, and its
-    /// slot is reused last.
-    pub fn free_qpn(&self, qpn: u32) {
-        self.targets
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&qpn);
-        let port = (qpn >> 8) as u16;
-        let mut ls = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(l) = ls.iter_mut().find(|l| l.port == port) {
-            l.free.push_back(qpn & 0xff);
-        }
-    }
-
-    fn register_conn(&self, id: u64, stream: &TcpStream) {
-        if let Ok(clone) = stream.try_clone() {
-            self.conns
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(id, clone);
-        }
-    }
-
-    pub fn unregister_conn(&self, id: u64) {
-        self.conns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-    }
-}
-
-fn accept_loop(dev: Weak<DeviceShared>, listener: TcpListener) {
-    loop {
-        let accepted = listener.accept();
-        let Some(d) = dev.upgrade() else { return };
-        if d.closed.load(Ordering::Acquire) {
-            return;
-        }
-        match accepted {
-            Ok((stream, _)) => {
-                let _ = stream.set_nodelay(true);
-                let id = d.next_id();
-                d.register_conn(id, &stream);
-                let spawned = std::thread::Builder::new()
-                    .name("soft-responder".into())
-                    .spawn(move || responder::serve(d, stream, id));
-                if let Err(e) = spawned {
-                    tracing::warn!(error = %e, "soft device could not start a responder");
-                }
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "soft listener accept failed");
-                if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EBADF)) {
-                    return;
-                }
-            }
-        }
-    }
-}
+use std::net::Ipv4Addr;
+use std::os::fd::RawFd;
+use std::sync::Arc;
 
 /// The provider object behind a [`Device`](crate::Device).
 #[derive(Debug)]
@@ -208,42 +38,20 @@ impl SoftDevice {
             max_qp_init_rd_atom: 16,
         };
         SoftDevice {
-            shared: Arc::new(DeviceShared {
-                ip,
-                gid: Gid::from_ipv4(ip),
-                config,
-                info,
-                mrs: RwLock::new(HashMap::new()),
-                targets: RwLock::new(HashMap::new()),
-                listeners: Mutex::new(Vec::new()),
-                conns: Mutex::new(HashMap::new()),
-                next_id: AtomicU64::new(1),
-                closed: AtomicBool::new(false),
-            }),
+            shared: Arc::new(DeviceShared::new(ip, config, info, responder::serve)),
         }
     }
 }
 
 impl Drop for SoftDevice {
     fn drop(&mut self) {
-        let d = &self.shared;
-        d.closed.store(true, Ordering::Release);
-        for l in d.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            // SAFETY: `fd` is the listening socket owned by its accept thread,
-            // which only closes it after accept() fails, and accept() cannot
-            // fail before this shutdown wakes it. shutdown() on a listening
-            // socket makes a blocked accept() return EINVAL on Linux.
-            unsafe { libc::shutdown(l.fd, libc::SHUT_RDWR) };
-        }
-        for c in d.conns.lock().unwrap_or_else(|e| e.into_inner()).values() {
-            let _ = c.shutdown(Shutdown::Both);
-        }
+        self.shared.close();
     }
 }
 
 impl DeviceOps for SoftDevice {
     fn info(&self) -> &DeviceInfo {
-        &self.shared.info
+        self.shared.info()
     }
 
     fn query_port(&self, port: u8) -> Result<PortAttr> {
@@ -297,23 +105,6 @@ pub(crate) struct SoftPd {
     id: u64,
 }
 
-/// Recovers the software CQ behind a seam CQ.
-pub(crate) fn soft_cq(cq: &Arc<dyn CqOps>, verb: &'static str) -> Result<Arc<CqInner>> {
-    cq.as_any()
-        .downcast_ref::<SoftCq>()
-        .map(|c| c.inner.clone())
-        .ok_or_else(|| FabricError::invalid(verb, "the CQ belongs to another provider"))
-}
-
-fn random_key() -> u32 {
-    let mut b = [0u8; 4];
-    // The OS random source; failure would be an unusable system.
-    if getrandom::fill(&mut b).is_err() {
-        tracing::error!("getrandom failed; rkeys would be predictable");
-    }
-    u32::from_ne_bytes(b)
-}
-
 impl PdOps for SoftPd {
     unsafe fn reg_mr(
         &self,
@@ -348,16 +139,9 @@ impl PdOps for SoftPd {
                 "null or wrapping address range",
             ));
         }
-        let mut table = self.dev.mrs.write().unwrap_or_else(|e| e.into_inner());
-        // Keys come from the OS's random source and are never reused while live.
-        let key = loop {
-            let k = random_key();
-            if k != 0 && !table.contains_key(&k) {
-                break k;
-            }
-        };
-        let inner = Arc::new(MrInner::new(key, self.id, addr, len, access));
-        table.insert(key, inner.clone());
+        let inner = self
+            .dev
+            .insert_mr(|key| MrInner::new(key, self.id, addr, len, access));
         Ok(Box::new(SoftMr {
             dev: self.dev.clone(),
             inner,
@@ -426,49 +210,7 @@ impl MrOps for SoftMr {
 impl Drop for SoftMr {
     fn drop(&mut self) {
         // New requests stop finding the key, then placements in flight finish.
-        self.dev
-            .mrs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.inner.key);
+        self.dev.remove_mr(self.inner.key);
         self.inner.retire();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Small packets (ACKs, NAKs, a header before its payload) must never
-    /// wait for Nagle's algorithm and the peer's delayed ACK: the responder
-    /// side of every connection has `TCP_NODELAY` (the requester side sets
-    /// it in `requester::connect`).
-    #[test]
-    fn accepted_connections_have_tcp_nodelay() {
-        let dev = SoftDevice::new(
-            "nodelay0".into(),
-            Ipv4Addr::LOCALHOST,
-            SoftConfig::default(),
-        );
-        let qpn = dev
-            .shared
-            .alloc_qpn(|_| Target::Rc(Weak::new()))
-            .expect("a listener");
-        let port = u16::try_from(qpn >> 8).expect("a port");
-        let peer = TcpStream::connect(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).unwrap();
-        // The accept thread registers the connection before serving it.
-        let mut accepted = None;
-        for _ in 0..10_000 {
-            let conns = dev.shared.conns.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(s) = conns.values().next() {
-                accepted = Some(s.try_clone().unwrap());
-                break;
-            }
-            drop(conns);
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        let accepted = accepted.expect("the connection was accepted");
-        assert!(accepted.nodelay().unwrap());
-        drop(peer);
     }
 }

@@ -1,8 +1,6 @@
 //! CRC-64/NVME, S3's `x-amz-checksum-crc64nvme`: base64 of the big-endian
 //! 64-bit value.
 
-use base64::Engine as _;
-
 use crate::{Error, Path, Result};
 
 /// An incremental CRC-64/NVME.
@@ -39,7 +37,7 @@ impl Crc64Nvme {
 
     /// The value so far as an `x-amz-checksum-crc64nvme` header value.
     pub fn header_value(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(self.value().to_be_bytes())
+        hipobj_wire::checksum::crc64nvme_value(self.value())
     }
 }
 

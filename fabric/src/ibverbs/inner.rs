@@ -1,0 +1,135 @@
+//! The owned libibverbs context and protection domain: the objects made
+//! from them (PDs, CQs, MRs, QPs) hold an `Arc` of these, so a parent is
+//! released only after its children.
+
+use super::abi::{
+    ibv_context, ibv_pd, ibv_port_attr, verbs_context, VerbsQueryPortFn, VERBS_ABI_IS_EXTENDED,
+};
+use super::loader::IbvLib;
+use super::os::check;
+use crate::error::Result;
+use std::fmt;
+use std::mem::{offset_of, size_of};
+use std::path::PathBuf;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// An open context, closed on drop.
+pub(super) struct DeviceInner {
+    pub(super) ctx: NonNull<ibv_context>,
+    pub(super) name: String,
+    pub(super) sysfs_root: PathBuf,
+    // After `ctx`'s users: the library outlives the close in drop.
+    pub(super) lib: Arc<IbvLib>,
+}
+
+// SAFETY: an ibv_context may be used and closed from any thread; libibverbs
+// serialises what needs it internally.
+unsafe impl Send for DeviceInner {}
+// SAFETY: every verb taking a context is thread safe.
+unsafe impl Sync for DeviceInner {}
+
+impl fmt::Debug for DeviceInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceInner")
+            .field("name", &self.name)
+            .field("ctx", &self.ctx)
+            .finish()
+    }
+}
+
+impl Drop for DeviceInner {
+    fn drop(&mut self) {
+        // SAFETY: the context was opened by ibv_open_device and is closed
+        // once; every child object holds an Arc of this, so none is left.
+        let rc = unsafe { (self.lib.close_device)(self.ctx.as_ptr()) };
+        if rc != 0 {
+            tracing::warn!(device = %self.name, rc, "ibv_close_device failed");
+        }
+    }
+}
+
+impl DeviceInner {
+    /// The extended `query_port` entry, found as the header's
+    /// `verbs_get_ctx_op(ctx, query_port)` finds it: only when the context
+    /// is the tail of a `verbs_context` (`abi_compat` is
+    /// `__VERBS_ABI_IS_EXTENDED`), the provider's `sz` covers the entry,
+    /// and the entry is set.
+    fn extended_query_port(&self) -> Option<VerbsQueryPortFn> {
+        let ctx = self.ctx.as_ptr();
+        // SAFETY: the context is open and valid for reads; this copies one
+        // pointer-sized field.
+        let abi_compat = unsafe { (*ctx).abi_compat } as usize;
+        if abi_compat != VERBS_ABI_IS_EXTENDED {
+            return None;
+        }
+        let vctx = ctx
+            .cast::<u8>()
+            .wrapping_sub(offset_of!(verbs_context, context))
+            .cast::<verbs_context>();
+        // SAFETY: abi_compat says the context is the last field of a
+        // verbs_context allocated by libibverbs, so `vctx` points at its
+        // start and `sz`, immediately before `context`, is always there.
+        let sz = unsafe { (*vctx).sz };
+        if sz < size_of::<verbs_context>() - offset_of!(verbs_context, query_port) {
+            return None;
+        }
+        // SAFETY: `sz` says the provider's structure reaches back as far as
+        // `query_port`, so the field is part of the allocation.
+        unsafe { (*vctx).query_port }
+    }
+
+    /// `ibv_query_port`, as the header's inline `___ibv_query_port` does it.
+    pub(super) fn query_port_raw(&self, port: u8) -> Result<ibv_port_attr> {
+        let mut attr = ibv_port_attr::default();
+        let rc = match self.extended_query_port() {
+            // SAFETY: the entry belongs to this open context; `attr` is a
+            // full ibv_port_attr and its size is passed with it.
+            Some(f) => unsafe {
+                f(
+                    self.ctx.as_ptr(),
+                    port,
+                    &mut attr,
+                    size_of::<ibv_port_attr>(),
+                )
+            },
+            // SAFETY: the exported function writes at most the compat
+            // prefix of ibv_port_attr, which `attr` (zeroed, as the header
+            // does) is large enough for.
+            None => unsafe { (self.lib.query_port)(self.ctx.as_ptr(), port, &mut attr) },
+        };
+        check("ibv_query_port", rc)?;
+        Ok(attr)
+    }
+}
+
+/// A protection domain, deallocated on drop.
+pub(super) struct PdInner {
+    pub(super) pd: NonNull<ibv_pd>,
+    pub(super) dev: Arc<DeviceInner>,
+}
+
+// SAFETY: PDs are used by thread-safe verbs only (see DeviceInner).
+unsafe impl Send for PdInner {}
+// SAFETY: as above.
+unsafe impl Sync for PdInner {}
+
+impl fmt::Debug for PdInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PdInner")
+            .field("device", &self.dev.name)
+            .field("pd", &self.pd)
+            .finish()
+    }
+}
+
+impl Drop for PdInner {
+    fn drop(&mut self) {
+        // SAFETY: the PD was allocated by ibv_alloc_pd and is deallocated
+        // once; MRs and QPs hold an Arc of this, so none is left.
+        let rc = unsafe { (self.dev.lib.dealloc_pd)(self.pd.as_ptr()) };
+        if rc != 0 {
+            tracing::warn!(device = %self.dev.name, rc, "ibv_dealloc_pd failed");
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Connecting a QP to its responder: where the responder's device
+//! listens, the hello, whether the same-host path is used, and the
+//! receiver thread for the connection.
+
+use super::receiver::receive;
+use crate::soft::cma;
+use crate::soft::memory;
+use crate::soft::packet::{Hello, HelloAck, HELLO_ACK_LEN};
+use crate::soft::shared::{QpCore, QpInner, ReqConn};
+use crate::types::QpType;
+use std::net::{Shutdown, SocketAddrV4, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the responder's device listens: the GID's IPv4 address, and the
+/// port in the upper 16 bits of the responder's QP (or DCT) number; and
+/// that number.
+pub(super) fn endpoint(qp: &QpInner, g: &QpCore) -> Option<(SocketAddrV4, u32)> {
+    let (gid, qpn) = match qp.qp_type {
+        QpType::Rc => (g.attr.ah_attr.grh?.dgid, g.attr.dest_qp_num),
+        QpType::DcInitiator => {
+            let t = g.dc_target?;
+            (t.gid, t.dct_num)
+        }
+    };
+    let port = (qpn >> 8) as u16;
+    (port != 0).then_some((SocketAddrV4::new(gid.ipv4()?, port), qpn))
+}
+
+/// Opens a connection from this device's address to `addr` and completes
+/// the hello: `None` unless a soft device answered it within `limit`.
+fn open_stream(
+    qp: &QpInner,
+    addr: SocketAddrV4,
+    dst_qpn: u32,
+    limit: Duration,
+) -> Option<(TcpStream, HelloAck)> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        tracing::debug!(qpn = format_args!("{:#x}", qp.qpn), %addr, error = %e, "soft requester: {what}");
+    };
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .map_err(|e| fail("socket", &e))
+        .ok()?;
+    // From the device's own address, which the responder checks against
+    // the GID the hello claims.
+    sock.bind(&SocketAddrV4::new(qp.dev.ip, 0).into())
+        .map_err(|e| fail("bind", &e))
+        .ok()?;
+    sock.connect_timeout(&addr.into(), limit)
+        .map_err(|e| fail("cannot reach its peer", &e))
+        .ok()?;
+    let stream: TcpStream = sock.into();
+    let _ = stream.set_nodelay(true);
+    let hello = Hello {
+        src_gid: qp.dev.gid,
+        src_qpn: qp.qpn,
+        dst_qpn,
+    };
+    memory::send_bytes(&stream, &hello.encode(), false)
+        .map_err(|e| fail("hello not sent", &e))
+        .ok()?;
+    stream.set_read_timeout(Some(limit)).ok()?;
+    let ack = memory::read_header::<HELLO_ACK_LEN>(&stream);
+    let ack = match ack {
+        Ok(Some(b)) if HelloAck::decode(&b).is_some() => HelloAck::decode(&b)?,
+        other => {
+            fail(
+                "the peer did not answer the hello",
+                &format_args!("{other:?}"),
+            );
+            let _ = stream.shutdown(Shutdown::Both);
+            return None;
+        }
+    };
+    stream.set_read_timeout(None).ok()?;
+    Some((stream, ack))
+}
+
+/// The responder's process for the same-host path, if it offered the path,
+/// this device uses it, and that process holds the far end of `stream`.
+fn cma_peer(qp: &QpInner, stream: &TcpStream, ack: HelloAck) -> Option<u32> {
+    if !ack.cma || !qp.dev.config.cma || qp.qp_type != QpType::Rc {
+        return None;
+    }
+    let local = stream
+        .peer_addr()
+        .is_ok_and(|p| cma::is_local(p.ip(), std::net::IpAddr::V4(qp.dev.ip)));
+    if local && cma::peer_process_holds(stream, ack.pid) {
+        return Some(ack.pid);
+    }
+    tracing::debug!(
+        qpn = format_args!("{:#x}", qp.qpn),
+        pid = ack.pid,
+        "soft requester: same-host path offered by a process that does not hold the connection; not used"
+    );
+    None
+}
+
+pub(super) fn connect(
+    qp: &Arc<QpInner>,
+    gen: u64,
+    addr: SocketAddrV4,
+    dst_qpn: u32,
+    limit: Duration,
+) -> Option<Arc<ReqConn>> {
+    let (stream, ack) = open_stream(qp, addr, dst_qpn, limit)?;
+    let reader = stream.try_clone().ok()?;
+    let cma_pid = cma_peer(qp, &stream, ack);
+    let conn = Arc::new(ReqConn {
+        id: qp.dev.next_id(),
+        stream,
+        cma_pid,
+        cma_live: std::sync::atomic::AtomicBool::new(cma_pid.is_some()),
+    });
+    let (q, c) = (qp.clone(), conn.clone());
+    std::thread::Builder::new()
+        .name(format!("soft-qp-{:x}-rx", qp.qpn))
+        .spawn(move || receive(q, gen, c, reader))
+        .ok()?;
+    Some(conn)
+}
