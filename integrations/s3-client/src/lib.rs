@@ -73,6 +73,7 @@ mod client;
 mod config;
 mod error;
 mod http;
+mod raw;
 mod rdma;
 mod sign;
 mod xml;
@@ -84,6 +85,7 @@ pub use config::{
     DEFAULT_PART_SIZE, MIN_PART_SIZE,
 };
 pub use error::{Error, Result};
+pub use raw::{RawAnswer, RawAuth, RawRequest};
 
 /// How the bytes moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
