@@ -287,10 +287,7 @@ pub fn run(args: ConformanceArgs, rt: &tokio::runtime::Handle) -> Result<(), Cli
     );
     let r = run_checks(&mut c, &args, selected);
     cleanup(&c, made);
-    let lines = match r {
-        Ok(lines) => lines,
-        Err(e) => return Err(e),
-    };
+    let lines = r?;
     let failed = lines.iter().filter(|l| l.result == "FAIL").count();
     if args.json {
         let report = Report {

@@ -149,12 +149,27 @@ fn get_part(c: &mut Ctx) -> CheckResult {
             .complete_multipart_upload(&c.bucket, &key, &upload, &parts),
     )
     .map_err(|e| Failure::error("CompleteMultipartUpload", e))?;
+    // A store that does not serve part GETs over plain HTTP (s3s-fs 0.14.1
+    // answers the whole object, 200) leaves nothing for RDMA to match.
+    let mut reference = Vec::new();
+    let http = c
+        .block(
+            c.plain
+                .get_object_http(&c.bucket, &key, Selection::Part(2), &mut reference),
+        )
+        .map_err(|e| Failure::error("GET ?partNumber=2 over plain HTTP", e))?;
+    if http.status != 206 {
+        return Ok(Outcome::Skip(format!(
+            "the server answers ?partNumber=2 over plain HTTP with {} and {} bytes, not 206 and the part: it does not serve part GETs",
+            http.status,
+            reference.len()
+        )));
+    }
     let out = c.buffer(p2 + 64)?;
     let path = format!("{}?partNumber=2", c.path("get-part"));
     let a = c.rdma_get(&path, &out, 0, p2, &[])?;
     expect("RDMA GET ?partNumber=2", &a, Expect::ok(206))?;
     expect_transferred("RDMA GET ?partNumber=2", &a, p2 as u64)?;
-    let reference = c.get_http("get-part", Selection::Part(2))?;
     expect_bytes("part 2 over plain HTTP", &reference, &data[p1..])?;
     let mut want = vec![GUARD; p2 + 64];
     want[..p2].copy_from_slice(&reference);

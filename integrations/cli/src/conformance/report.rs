@@ -88,8 +88,8 @@ pub struct Failure {
     pub step: String,
     /// What the rule expects.
     pub expected: String,
-    /// What came.
-    pub got: Observed,
+    /// What came (boxed: results stay small).
+    pub got: Box<Observed>,
 }
 
 impl Failure {
@@ -98,7 +98,7 @@ impl Failure {
         Failure {
             step: step.into(),
             expected: expected.into(),
-            got,
+            got: Box::new(got),
         }
     }
 
