@@ -3,6 +3,8 @@
 //! Exit status: 0 on success, 2 for invalid arguments or input (as clap
 //! uses for usage errors), 3 when `--require-rdma` is set and a transfer
 //! would have fallen back to plain HTTP, 1 when a command fails otherwise.
+//! `hipobj conformance` exits 1 when a check failed and 3 when the server
+//! has no RDMA at all (docs/conformance.md).
 
 #![forbid(unsafe_code)]
 

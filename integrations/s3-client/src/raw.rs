@@ -200,3 +200,57 @@ fn token_ip(token: &str) -> Option<std::net::IpAddr> {
     };
     gid.ipv4().map(std::net::IpAddr::V4)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hipobj_wire::{DcDescriptor, Gid, Token, Transport};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    #[test]
+    fn requests_bind_to_the_address_their_token_names() {
+        let gid = Gid::from_ipv4(Ipv4Addr::new(10, 1, 2, 3));
+        let t = Token {
+            transport: Transport::Rc,
+            qp_num: 7,
+            gid,
+            rkey: 1,
+            addr: 4096,
+            len: 10,
+            port: 1,
+            lid: 0,
+        };
+        let want = Some(IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)));
+        assert_eq!(token_ip(&t.encode()), want);
+        let d = DcDescriptor {
+            addr: 4096,
+            size: 10,
+            rkey: 1,
+            lid: 0,
+            dct_num: 9,
+            gid: Some(gid),
+        };
+        assert_eq!(token_ip(&d.format().unwrap()), want);
+        let d = DcDescriptor { gid: None, ..d };
+        assert_eq!(token_ip(&d.format().unwrap()), None);
+        assert_eq!(token_ip("not-a-token"), None);
+    }
+
+    #[test]
+    fn requests_take_headers_and_reject_bad_ones() {
+        let r = RawRequest::new(Method::GET, "/b/k")
+            .with_token("t")
+            .with_auth(RawAuth::TokenNotSigned)
+            .with_header("range", "bytes=0-9")
+            .unwrap();
+        assert_eq!(r.token.as_deref(), Some("t"));
+        assert_eq!(r.auth, RawAuth::TokenNotSigned);
+        assert_eq!(r.headers.get("range").unwrap(), "bytes=0-9");
+        assert!(RawRequest::new(Method::GET, "/b/k")
+            .with_header("bad name", "v")
+            .is_err());
+        assert!(RawRequest::new(Method::GET, "/b/k")
+            .with_header("x", "a\nb")
+            .is_err());
+    }
+}
