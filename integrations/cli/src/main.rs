@@ -3,12 +3,15 @@
 //! Exit status: 0 on success, 2 for invalid arguments or input (as clap
 //! uses for usage errors), 3 when `--require-rdma` is set and a transfer
 //! would have fallen back to plain HTTP, 1 when a command fails otherwise.
+//! `hipobj conformance` exits 1 when a check failed and 3 when the server
+//! has no RDMA at all (docs/conformance.md).
 
 #![forbid(unsafe_code)]
 
 mod aws;
 mod bench;
 mod common;
+mod conformance;
 mod cp;
 mod demo;
 mod exit;
@@ -52,6 +55,10 @@ enum Command {
     /// Start the test server in-process on the software RDMA provider, move
     /// an object by RDMA both ways, check the bytes, compare with plain HTTP.
     Demo(demo::DemoArgs),
+    /// Check an RDMA S3 server against the protocol (docs/conformance.md):
+    /// one line per check, PASS / FAIL / SKIP; exit 0 only if nothing
+    /// failed, 3 if the server has no RDMA at all.
+    Conformance(Box<conformance::ConformanceArgs>),
     /// Decode or encode an x-amz-rdma-token value.
     #[command(subcommand)]
     Token(token_cmd::TokenCmd),
@@ -98,6 +105,7 @@ fn main() -> ExitCode {
         Command::Mb(a) => with_runtime(|rt| ops::mb(a, rt)),
         Command::Bench(a) => with_runtime(|rt| bench::run(a, rt)),
         Command::Demo(a) => with_runtime(|rt| demo::run(a, rt)),
+        Command::Conformance(a) => with_runtime(|rt| conformance::run(*a, rt)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -206,6 +206,13 @@ impl S3Client {
         rdma::forget(self.endpoint());
     }
 
+    /// What a raw request needs: the endpoint, the signer, the HTTP client
+    /// and the configuration.
+    pub(crate) fn raw_parts(&self) -> (&h::Endpoint, &Signer, &HttpClient, &ClientConfig) {
+        let i = &self.inner;
+        (&i.endpoint, &i.signer, &i.http, &i.cfg)
+    }
+
     // ---------------------------------------------------------------------
     // Plain requests.
 

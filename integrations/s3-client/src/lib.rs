@@ -29,6 +29,11 @@
 //! `x-amz-checksum-crc64nvme` when it sends one. Multipart uploads are
 //! completed only when every part succeeded, and aborted otherwise.
 //!
+//! **Raw requests.** [`S3Client::raw`] sends one [`RawRequest`] as it is
+//! (a token of the caller's, signed, left out of the signature, or without
+//! any signature), once, and returns the whole [`RawAnswer`]: for tools that
+//! judge a server's answers themselves (`hipobj conformance`).
+//!
 //! The async API needs a tokio runtime (either flavor); [`blocking`] wraps
 //! it for synchronous code. RDMA transfers run on a small runtime of the
 //! client's own (the library's callbacks are synchronous), so parts move in
@@ -73,6 +78,7 @@ mod client;
 mod config;
 mod error;
 mod http;
+mod raw;
 mod rdma;
 mod sign;
 mod xml;
@@ -84,6 +90,7 @@ pub use config::{
     DEFAULT_PART_SIZE, MIN_PART_SIZE,
 };
 pub use error::{Error, Result};
+pub use raw::{RawAnswer, RawAuth, RawRequest};
 
 /// How the bytes moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
