@@ -4,7 +4,7 @@
 //! buffer: a larger object is refused before the first byte is written when
 //! its length is known, and stops at the edge otherwise.
 
-use super::mover::{AcquireError, MoveError, Mover, Path, RemoteBuffer};
+use super::mover::{AcquireError, Initiator, MoveError, Mover, RemoteBuffer};
 use super::reply::{copy_object_headers, set_request_id, with_reply};
 use super::staging::Staging;
 use super::transfer::Transfer;
@@ -36,7 +36,7 @@ fn ranged(parts: &http::request::Parts) -> bool {
 pub(super) async fn run(
     ctx: &Transfer<'_>,
     parts: http::request::Parts,
-    path: Path,
+    initiator: Initiator,
     remote: RemoteBuffer,
 ) -> Answer {
     let (upstream, request_id) = (ctx.upstream, ctx.request_id);
@@ -82,7 +82,7 @@ pub(super) async fn run(
     }
     let chunk = ctx.pool.chunk();
     let depth = ctx.depth;
-    let mut mover = Mover::new(path, remote, ctx.progress_timeout);
+    let mut mover = Mover::new(initiator, remote, ctx.progress_timeout);
     let mut offset: u64 = 0; // bytes posted so far
     let mut current: Option<(Staging, usize)> = None;
     let mut failure: Option<(S3Error, &'static str)> = None;

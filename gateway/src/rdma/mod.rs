@@ -7,13 +7,18 @@
 //! - `mover`: posting WRITE/READ and waiting for completions.
 //! - `checksum`: the checksums a PUT is verified against.
 //! - `operation`: which operation a token request is, and the buffer limits.
+//! - `target`: where a token aims (handshake, RC QP or DC target, buffer).
+//! - `handshake`: the connect-first RC flow's answer.
+//! - `admit`: whether a transfer may start and on which QP, and the refusals.
 //! - `transfer`, `reply`: what a transfer works with, and its answer's headers.
 //! - `get`, `put`: GetObject, and PutObject/UploadPart.
 
+mod admit;
 pub mod checksum;
 pub mod completions;
 pub mod dci;
 mod get;
+mod handshake;
 pub mod mover;
 pub mod operation;
 pub mod pairs;
@@ -21,6 +26,7 @@ mod put;
 mod reply;
 pub mod shares;
 pub mod staging;
+mod target;
 mod transfer;
 
 use crate::body::Body;
@@ -28,45 +34,27 @@ use crate::config::RdmaConfig;
 use crate::s3err::S3Error;
 use crate::server::ClientAddr;
 use crate::upstream::Upstream;
-use hipobj_fabric::rc::{RcParams, RcPeer};
+use hipobj_fabric::rc::RcParams;
 use hipobj_fabric::seam::Provider;
 use hipobj_fabric::soft::SoftProvider;
-use hipobj_fabric::{DcAddr, Device, Gid, ProtectionDomain, QpState};
-use hipobj_wire::{detect, headers, Token, TokenValue, Transport};
-use http::{HeaderValue, Response, StatusCode};
-use mover::{Path, RemoteBuffer};
+use hipobj_fabric::{Device, Gid, ProtectionDomain, QpState};
+use hipobj_wire::detect;
+use http::Response;
+use mover::Initiator;
 use pairs::{Limits, Pairs};
 use staging::StagingPool;
-use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tracing::Instrument as _;
 
 use operation::check_buffer;
 pub use operation::{classify, Operation, MAX_GET_BUFFER, MAX_PUT_LEN};
-use reply::{set_request_id, with_reply};
+use reply::with_reply;
+use target::Aim;
 use transfer::Transfer;
 
 /// cuObject's public default DC access key; configurable.
 pub const DEFAULT_DC_KEY: u64 = 0xffee_ddcc;
-
-/// Where a transfer token points.
-#[derive(Clone, Copy, Debug)]
-enum Target {
-    /// A connected RC client QP.
-    Rc { gid: Gid, qp_num: u32 },
-    /// A DC target.
-    Dc(DcAddr),
-}
-
-impl Target {
-    fn gid(&self) -> Gid {
-        match self {
-            Target::Rc { gid, .. } => *gid,
-            Target::Dc(to) => to.gid,
-        }
-    }
-}
 
 /// The RDMA side of the engine.
 #[derive(Debug)]
@@ -205,24 +193,6 @@ impl RdmaEngine {
         }
     }
 
-    /// Whether a token's GID may be aimed at: the address of the HTTP peer
-    /// the request came from, or one in the operator's allowed networks.
-    /// The gateway connects only to the caller.
-    fn peer_allowed(&self, gid: Gid, client: Option<ClientAddr>) -> bool {
-        let gid_ip = match gid.ipv4() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(Ipv6Addr::from(gid.0)),
-        };
-        let from_caller = client.is_some_and(|c| match c.0.ip() {
-            IpAddr::V6(v6) => v6
-                .to_ipv4_mapped()
-                .map_or(IpAddr::V6(v6), IpAddr::V4)
-                .eq(&gid_ip),
-            ip => ip == gid_ip,
-        });
-        from_caller || self.cfg.allowed_peers.iter().any(|n| n.contains(&gid_ip))
-    }
-
     /// Serves one request carrying `token` for the authenticated
     /// `access_key`; `client` is the HTTP peer it came from.
     pub async fn serve(
@@ -248,67 +218,20 @@ impl RdmaEngine {
             }
         };
         // Where the bytes would go: the RC client QP, or a DC target.
-        let (target, mut remote, dialect) = match detected.value {
-            TokenValue::HipObj(t) if t.transport == Transport::Rc && t.is_handshake() => {
+        let (target, remote, dialect) = match target::aim(detected, self.dc_key) {
+            Aim::Handshake(t) => {
                 if !self.peer_allowed(t.gid, client) {
                     return self.refuse_peer(t.gid, client, request_id);
                 }
                 return self.handshake(access_key, &t, request_id);
             }
-            TokenValue::HipObj(t) => {
-                let target = if t.transport == Transport::Rc {
-                    Target::Rc {
-                        gid: t.gid,
-                        qp_num: t.qp_num,
-                    }
-                } else {
-                    Target::Dc(DcAddr {
-                        gid: t.gid,
-                        lid: t.lid,
-                        dct_num: t.qp_num,
-                        dc_key: self.dc_key,
-                    })
-                };
-                let dialect = if t.transport == Transport::Rc {
-                    "hipobj-rc"
-                } else {
-                    "hipobj-dc"
-                };
-                let remote = RemoteBuffer {
-                    addr: t.addr,
-                    len: t.len,
-                    rkey: t.rkey,
-                };
-                (target, remote, dialect)
-            }
-            TokenValue::CuObj(d) => {
-                let Some(gid) = d.gid else {
-                    return self.decline(
-                        "cuobj_without_gid",
-                        "a cuObject descriptor without a GID cannot be reached on RoCE",
-                        request_id,
-                    );
-                };
-                let to = DcAddr {
-                    gid,
-                    lid: d.lid,
-                    dct_num: d.dct_num,
-                    dc_key: self.dc_key,
-                };
-                let remote = RemoteBuffer {
-                    addr: d.addr,
-                    len: u64::from(d.size),
-                    rkey: d.rkey,
-                };
-                (Target::Dc(to), remote, "cuobj-dc")
-            }
+            Aim::Decline { reason, why } => return self.decline(reason, why, request_id),
+            Aim::Transfer {
+                target,
+                remote,
+                dialect,
+            } => (target, remote, dialect),
         };
-        if let Some(s) = detected.suffix {
-            // The legacy suffix overrides the buffer's address and size, as
-            // MinIO AIStor treats it.
-            remote.addr = s.addr;
-            remote.len = s.len;
-        }
         let op = classify(&parts.method, &parts.uri, &parts.headers);
         if op == Operation::Other {
             return self.decline(
@@ -326,72 +249,9 @@ impl RdmaEngine {
         if !self.peer_allowed(target.gid(), client) {
             return self.refuse_peer(target.gid(), client, request_id);
         }
-        let path = match target {
-            Target::Rc { gid, qp_num } => match self.pairs.get(gid, qp_num) {
-                None => {
-                    crate::metrics::rdma_fallback("reconnect");
-                    return with_reply(
-                        S3Error::new(
-                            StatusCode::MISDIRECTED_REQUEST,
-                            "RDMAConnectionUnknown",
-                            "no RDMA connection to this client QP: repeat the handshake (reply 421)"
-                                .to_string(),
-                        )
-                        .into_response(request_id),
-                        "421",
-                    );
-                }
-                Some(p) if p.access_key != access_key => {
-                    crate::metrics::rdma_failure("AccessDenied");
-                    return with_reply(
-                        S3Error::access_denied(
-                            "the RDMA connection belongs to another access key".to_string(),
-                        )
-                        .into_response(request_id),
-                        "403",
-                    );
-                }
-                Some(p) => Path::Rc(p),
-            },
-            Target::Dc(to) => {
-                if !self.device.info().supports_dc {
-                    return self.decline(
-                        "dc_unavailable",
-                        "DC is not available on this device",
-                        request_id,
-                    );
-                }
-                match self
-                    .dcis
-                    .lease(
-                        access_key,
-                        self.cfg.pool_timeout,
-                        &self.device,
-                        &self.pd,
-                        &self.params,
-                    )
-                    .await
-                {
-                    Ok(lease) => Path::Dc {
-                        lease: Box::new(lease),
-                        to,
-                    },
-                    Err(e @ dci::DciError::Busy(..)) => {
-                        crate::metrics::rdma_failure("SlowDown");
-                        return with_reply(
-                            S3Error::pool_timeout(e.to_string()).into_response(request_id),
-                            "503",
-                        );
-                    }
-                    Err(e) => {
-                        return self.decline(
-                            "dc_unavailable",
-                            &format!("DC is not available here: {e}"),
-                            request_id,
-                        )
-                    }
-                }
-            }
+        let initiator = match self.initiator(target, access_key, request_id).await {
+            Ok(i) => i,
+            Err(refused) => return refused,
         };
         let share = self.pool.share(access_key);
         let span =
@@ -400,9 +260,9 @@ impl RdmaEngine {
             (self.clone(), upstream.clone(), request_id.to_string());
         let transfer = async move {
             let request_id = request_id_owned;
-            let pair = match &path {
-                Path::Rc(p) => Some(p.clone()),
-                Path::Dc { .. } => None,
+            let pair = match &initiator {
+                Initiator::Rc(p) => Some(p.clone()),
+                Initiator::Dc { .. } => None,
             };
             let _busy = match &pair {
                 Some(p) => {
@@ -422,8 +282,8 @@ impl RdmaEngine {
                 request_id: &request_id,
             };
             let result = match op {
-                Operation::GetObject => get::run(&ctx, parts, path, remote).await,
-                _ => put::run(&ctx, parts, path, remote).await,
+                Operation::GetObject => get::run(&ctx, parts, initiator, remote).await,
+                _ => put::run(&ctx, parts, initiator, remote).await,
             };
             crate::metrics::rdma_transfer(op.name(), start.elapsed(), result.is_ok());
             if let Some(p) = &pair {
@@ -457,101 +317,6 @@ impl RdmaEngine {
                     .into_response(request_id)
             }
         }
-    }
-
-    fn refuse_peer(
-        &self,
-        gid: Gid,
-        client: Option<ClientAddr>,
-        request_id: &str,
-    ) -> Response<Body> {
-        tracing::warn!(
-            gid = ?gid,
-            client = ?client.map(|c| c.0.ip()),
-            "RDMA refused: the token's GID is not the requesting host's"
-        );
-        crate::metrics::rdma_failure("PeerNotAllowed");
-        with_reply(
-            S3Error::access_denied(
-                "the RDMA token names another host than the one this request came from".to_string(),
-            )
-            .into_response(request_id),
-            "403",
-        )
-    }
-
-    fn handshake(&self, access_key: &str, t: &Token, request_id: &str) -> Response<Body> {
-        let client = RcPeer {
-            qp_num: t.qp_num,
-            gid: t.gid,
-            lid: t.lid,
-        };
-        match self
-            .pairs
-            .connect(&self.device, &self.pd, access_key, client, &self.params)
-        {
-            Ok(pair) => {
-                crate::metrics::handshake("ok");
-                let server = Token {
-                    transport: Transport::Rc,
-                    qp_num: pair.qp.qp_num(),
-                    gid: self.gid,
-                    rkey: 0,
-                    addr: 0,
-                    len: 0,
-                    port: self.params.port,
-                    lid: 0,
-                };
-                tracing::info!(
-                    client_qp = format_args!("{:#x}", t.qp_num),
-                    server_qp = format_args!("{:#x}", pair.qp.qp_num()),
-                    "RDMA handshake"
-                );
-                let mut r = Response::new(Body::empty());
-                *r.status_mut() = StatusCode::OK;
-                let h = r.headers_mut();
-                h.insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));
-                if let Ok(v) = HeaderValue::from_str(&format!("200:{}", server.encode())) {
-                    h.insert(headers::RDMA_REPLY, v);
-                }
-                set_request_id(&mut r, request_id);
-                r
-            }
-            Err(e @ (pairs::PairError::PerKey(_) | pairs::PairError::Total(_))) => {
-                crate::metrics::handshake("limit");
-                with_reply(
-                    S3Error::pool_timeout(e.to_string()).into_response(request_id),
-                    "503",
-                )
-            }
-            Err(e @ pairs::PairError::OtherKey) => {
-                crate::metrics::handshake("other_key");
-                tracing::warn!(
-                    client_qp = format_args!("{:#x}", t.qp_num),
-                    "RDMA handshake refused: the client QP is paired under another access key"
-                );
-                with_reply(
-                    S3Error::access_denied(e.to_string()).into_response(request_id),
-                    "403",
-                )
-            }
-            Err(e) => {
-                crate::metrics::handshake("error");
-                with_reply(
-                    S3Error::transfer_failed(e.to_string()).into_response(request_id),
-                    "500",
-                )
-            }
-        }
-    }
-
-    fn decline(&self, reason: &'static str, why: &str, request_id: &str) -> Response<Body> {
-        tracing::info!(why, "RDMA declined");
-        crate::metrics::rdma_declined(reason);
-        with_reply(
-            S3Error::rdma_declined(why.to_string()).into_response(request_id),
-            "501",
-        )
     }
 
     /// The buffer wait.

@@ -27,9 +27,9 @@ pub struct RemoteBuffer {
     pub rkey: u32,
 }
 
-/// Which QP moves the bytes.
+/// Which QP moves the bytes: the gateway initiates every RDMA READ and WRITE.
 #[derive(Debug)]
-pub enum Path {
+pub enum Initiator {
     /// A connected RC pair (held for the whole transfer).
     Rc(Arc<Pair>),
     /// A DC initiator leased from the pool, towards a client DC target.
@@ -41,28 +41,28 @@ pub enum Path {
     },
 }
 
-impl Path {
+impl Initiator {
     /// The QP that moves the bytes.
     fn qp(&self) -> &QueuePair {
         match self {
-            Path::Rc(p) => &p.qp,
-            Path::Dc { lease, .. } => lease.qp(),
+            Initiator::Rc(p) => &p.qp,
+            Initiator::Dc { lease, .. } => lease.qp(),
         }
     }
 
     /// Its completion queue.
     fn cq(&self) -> &AsyncCq {
         match self {
-            Path::Rc(p) => &p.cq,
-            Path::Dc { lease, .. } => lease.cq(),
+            Initiator::Rc(p) => &p.cq,
+            Initiator::Dc { lease, .. } => lease.cq(),
         }
     }
 
     /// The DC target work requests name (none on RC).
     fn dc(&self) -> Option<DcAddr> {
         match self {
-            Path::Rc(_) => None,
-            Path::Dc { to, .. } => Some(*to),
+            Initiator::Rc(_) => None,
+            Initiator::Dc { to, .. } => Some(*to),
         }
     }
 }
@@ -122,7 +122,7 @@ pub enum AcquireError {
 /// completions arrive. A buffer whose flush never comes is never reused.
 #[derive(Debug)]
 pub struct Mover {
-    path: Option<Path>,
+    initiator: Option<Initiator>,
     remote: RemoteBuffer,
     inflight: VecDeque<(Staging, usize)>,
     next_id: u64,
@@ -157,11 +157,11 @@ impl Mover {
         }
     }
 
-    /// Moves bytes to or from `remote` over `path`; a transfer whose oldest
+    /// Moves bytes to or from `remote` over `initiator`; a transfer whose oldest
     /// work request does not complete within `progress` is failed.
-    pub fn new(path: Path, remote: RemoteBuffer, progress: Duration) -> Mover {
+    pub fn new(initiator: Initiator, remote: RemoteBuffer, progress: Duration) -> Mover {
         Mover {
-            path: Some(path),
+            initiator: Some(initiator),
             remote,
             inflight: VecDeque::new(),
             next_id: 0,
@@ -176,9 +176,9 @@ impl Mover {
     }
 
     fn qp_cq(&self) -> (&QueuePair, &AsyncCq, Option<DcAddr>) {
-        match self.path.as_ref() {
+        match self.initiator.as_ref() {
             Some(p) => (p.qp(), p.cq(), p.dc()),
-            None => unreachable!("the path lives until drop"),
+            None => unreachable!("the initiator lives until drop"),
         }
     }
 
@@ -274,7 +274,7 @@ impl Mover {
         }
     }
 
-    /// The next completion on the path's CQ within `limit`, awaited on
+    /// The next completion on the initiator's CQ within `limit`, awaited on
     /// the CQ's completion channel (no thread held while waiting).
     async fn next_completion(&self, limit: Duration) -> Option<WorkCompletion> {
         let (_, cq, _) = self.qp_cq();
@@ -347,15 +347,17 @@ impl Drop for Mover {
         if self.inflight.is_empty() {
             return;
         }
-        let Some(path) = self.path.take() else { return };
+        let Some(initiator) = self.initiator.take() else {
+            return;
+        };
         let inflight = std::mem::take(&mut self.inflight);
-        let _ = rc::to_error(path.qp());
+        let _ = rc::to_error(initiator.qp());
         let mut pending = Pending(inflight);
         // On the event loop where there is one (the usual case: a request's
         // task was cancelled), else on a thread of its own.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let cq = path.cq();
+                let cq = initiator.cq();
                 while !pending.0.is_empty() {
                     match cq.next(FLUSH_TIMEOUT).await {
                         Ok(Some(_)) => {
@@ -366,14 +368,14 @@ impl Drop for Mover {
                     }
                 }
                 drop(pending);
-                drop(path);
+                drop(initiator);
             });
             return;
         }
         let reaper = std::thread::Builder::new()
             .name("rdma-flush".into())
             .spawn(move || {
-                let cq = path.cq().cq().clone();
+                let cq = initiator.cq().cq().clone();
                 while !pending.0.is_empty() {
                     match cq.wait_one(FLUSH_TIMEOUT) {
                         Ok(Some(_)) => {
@@ -384,7 +386,7 @@ impl Drop for Mover {
                     }
                 }
                 drop(pending);
-                drop(path);
+                drop(initiator);
             });
         if let Err(e) = reaper {
             // No thread: the closure, and with it `pending`, was dropped,

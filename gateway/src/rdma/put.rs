@@ -7,7 +7,7 @@
 
 use super::checksum::{self, Hasher};
 use super::get::EMPTY_SHA256;
-use super::mover::{Mover, Path, RemoteBuffer};
+use super::mover::{Initiator, Mover, RemoteBuffer};
 use super::reply::{copy_object_headers, set_request_id, with_reply};
 use super::transfer::Transfer;
 use crate::body::{Body, BoxError};
@@ -28,7 +28,7 @@ fn fail(e: S3Error, reply: &str, request_id: &str) -> Response<Body> {
 pub(super) async fn run(
     ctx: &Transfer<'_>,
     parts: http::request::Parts,
-    path: Path,
+    initiator: Initiator,
     remote: RemoteBuffer,
 ) -> Answer {
     let (upstream, request_id) = (ctx.upstream, ctx.request_id);
@@ -55,7 +55,7 @@ pub(super) async fn run(
         Payload::Unsigned
     };
     let upload = tokio::spawn(crate::upstream::timed(op, upstream.send(req, payload)));
-    let read = read_all(ctx, path, remote, &expected, tx).await;
+    let read = read_all(ctx, initiator, remote, &expected, tx).await;
     let sent = upload.await;
     if let Err((e, reply)) = read {
         return Err(fail(e, reply, request_id));
@@ -110,7 +110,7 @@ async fn abort(tx: &mpsc::Sender<Chunk>, why: String) {
 /// gets an error item, which aborts the upstream request.
 async fn read_all(
     ctx: &Transfer<'_>,
-    path: Path,
+    initiator: Initiator,
     remote: RemoteBuffer,
     expected: &[checksum::Expected],
     tx: mpsc::Sender<Chunk>,
@@ -131,7 +131,7 @@ async fn read_all(
     }
     let chunk = ctx.pool.chunk() as u64;
     let depth = ctx.depth;
-    let mut mover = Mover::new(path, remote, ctx.progress_timeout);
+    let mut mover = Mover::new(initiator, remote, ctx.progress_timeout);
     let (mut posted, mut delivered) = (0u64, 0u64);
     while delivered < len {
         while mover.inflight() < depth && posted < len {

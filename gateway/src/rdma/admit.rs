@@ -1,0 +1,153 @@
+//! Whether a transfer may start and on which QP: the gateway connects
+//! only to the caller, an RC pair serves only the access key that made
+//! it, DC initiators come from a bounded pool; and the answers that refuse.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use http::{Response, StatusCode};
+
+use hipobj_fabric::Gid;
+
+use super::dci::DciError;
+use super::mover::Initiator;
+use super::reply::with_reply;
+use super::target::Target;
+use super::RdmaEngine;
+use crate::body::Body;
+use crate::s3err::S3Error;
+use crate::server::ClientAddr;
+
+impl RdmaEngine {
+    /// Whether a token's GID may be aimed at: the address of the HTTP peer
+    /// the request came from, or one in the operator's allowed networks.
+    /// The gateway connects only to the caller.
+    pub(super) fn peer_allowed(&self, gid: Gid, client: Option<ClientAddr>) -> bool {
+        let gid_ip = match gid.ipv4() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(gid.0)),
+        };
+        let from_caller = client.is_some_and(|c| match c.0.ip() {
+            IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .map_or(IpAddr::V6(v6), IpAddr::V4)
+                .eq(&gid_ip),
+            ip => ip == gid_ip,
+        });
+        from_caller || self.cfg.allowed_peers.iter().any(|n| n.contains(&gid_ip))
+    }
+
+    /// The answer when the token aims at another host than the caller.
+    pub(super) fn refuse_peer(
+        &self,
+        gid: Gid,
+        client: Option<ClientAddr>,
+        request_id: &str,
+    ) -> Response<Body> {
+        tracing::warn!(
+            gid = ?gid,
+            client = ?client.map(|c| c.0.ip()),
+            "RDMA refused: the token's GID is not the requesting host's"
+        );
+        crate::metrics::rdma_failure("PeerNotAllowed");
+        with_reply(
+            S3Error::access_denied(
+                "the RDMA token names another host than the one this request came from".to_string(),
+            )
+            .into_response(request_id),
+            "403",
+        )
+    }
+
+    /// The 501 for what this gateway does not serve over RDMA.
+    pub(super) fn decline(
+        &self,
+        reason: &'static str,
+        why: &str,
+        request_id: &str,
+    ) -> Response<Body> {
+        tracing::info!(why, "RDMA declined");
+        crate::metrics::rdma_declined(reason);
+        with_reply(
+            S3Error::rdma_declined(why.to_string()).into_response(request_id),
+            "501",
+        )
+    }
+
+    /// The QP that will move the bytes to or from `target`: the RC pair
+    /// this access key made, or a DC initiator leased from the pool.
+    pub(super) async fn initiator(
+        &self,
+        target: Target,
+        access_key: &str,
+        request_id: &str,
+    ) -> Result<Initiator, Response<Body>> {
+        let initiator = match target {
+            Target::Rc { gid, qp_num } => match self.pairs.get(gid, qp_num) {
+                None => {
+                    crate::metrics::rdma_fallback("reconnect");
+                    return Err(with_reply(
+                        S3Error::new(
+                            StatusCode::MISDIRECTED_REQUEST,
+                            "RDMAConnectionUnknown",
+                            "no RDMA connection to this client QP: repeat the handshake (reply 421)"
+                                .to_string(),
+                        )
+                        .into_response(request_id),
+                        "421",
+                    ));
+                }
+                Some(p) if p.access_key != access_key => {
+                    crate::metrics::rdma_failure("AccessDenied");
+                    return Err(with_reply(
+                        S3Error::access_denied(
+                            "the RDMA connection belongs to another access key".to_string(),
+                        )
+                        .into_response(request_id),
+                        "403",
+                    ));
+                }
+                Some(p) => Initiator::Rc(p),
+            },
+            Target::Dc(to) => {
+                if !self.device.info().supports_dc {
+                    return Err(self.decline(
+                        "dc_unavailable",
+                        "DC is not available on this device",
+                        request_id,
+                    ));
+                }
+                match self
+                    .dcis
+                    .lease(
+                        access_key,
+                        self.cfg.pool_timeout,
+                        &self.device,
+                        &self.pd,
+                        &self.params,
+                    )
+                    .await
+                {
+                    Ok(lease) => Initiator::Dc {
+                        lease: Box::new(lease),
+                        to,
+                    },
+                    Err(e @ DciError::Busy(..)) => {
+                        crate::metrics::rdma_failure("SlowDown");
+                        return Err(with_reply(
+                            S3Error::pool_timeout(e.to_string()).into_response(request_id),
+                            "503",
+                        ));
+                    }
+                    Err(e) => {
+                        return Err(self.decline(
+                            "dc_unavailable",
+                            &format!("DC is not available here: {e}"),
+                            request_id,
+                        ))
+                    }
+                }
+            }
+        };
+        Ok(initiator)
+    }
+}

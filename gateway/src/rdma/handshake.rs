@@ -1,0 +1,87 @@
+//! The connect-first RC handshake: a token without a buffer asks for a
+//! server QP connected to the client's; the answer's reply carries the
+//! server's token (`200:<token>`).
+
+use http::{HeaderValue, Response, StatusCode};
+
+use hipobj_fabric::rc::RcPeer;
+use hipobj_wire::{headers, Token, Transport};
+
+use super::pairs::PairError;
+use super::reply::{set_request_id, with_reply};
+use super::RdmaEngine;
+use crate::body::Body;
+use crate::s3err::S3Error;
+
+impl RdmaEngine {
+    /// Connects a server QP to the client QP `t` names, for `access_key`.
+    pub(super) fn handshake(
+        &self,
+        access_key: &str,
+        t: &Token,
+        request_id: &str,
+    ) -> Response<Body> {
+        let client = RcPeer {
+            qp_num: t.qp_num,
+            gid: t.gid,
+            lid: t.lid,
+        };
+        match self
+            .pairs
+            .connect(&self.device, &self.pd, access_key, client, &self.params)
+        {
+            Ok(pair) => {
+                crate::metrics::handshake("ok");
+                let server = Token {
+                    transport: Transport::Rc,
+                    qp_num: pair.qp.qp_num(),
+                    gid: self.gid,
+                    rkey: 0,
+                    addr: 0,
+                    len: 0,
+                    port: self.params.port,
+                    lid: 0,
+                };
+                tracing::info!(
+                    client_qp = format_args!("{:#x}", t.qp_num),
+                    server_qp = format_args!("{:#x}", pair.qp.qp_num()),
+                    "RDMA handshake"
+                );
+                let mut r = Response::new(Body::empty());
+                *r.status_mut() = StatusCode::OK;
+                let h = r.headers_mut();
+                h.insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+                if let Ok(v) = HeaderValue::from_str(&format!("200:{}", server.encode())) {
+                    h.insert(headers::RDMA_REPLY, v);
+                }
+                set_request_id(&mut r, request_id);
+                r
+            }
+            Err(e @ (PairError::PerKey(_) | PairError::Total(_))) => {
+                crate::metrics::handshake("limit");
+                with_reply(
+                    S3Error::pool_timeout(e.to_string()).into_response(request_id),
+                    "503",
+                )
+            }
+            Err(e @ PairError::OtherKey) => {
+                crate::metrics::handshake("other_key");
+                tracing::warn!(
+                    client_qp = format_args!("{:#x}", t.qp_num),
+                    "RDMA handshake refused: the client QP is paired under another access key"
+                );
+                with_reply(
+                    S3Error::access_denied(e.to_string()).into_response(request_id),
+                    "403",
+                )
+            }
+            Err(e) => {
+                crate::metrics::handshake("error");
+                with_reply(
+                    S3Error::transfer_failed(e.to_string()).into_response(request_id),
+                    "500",
+                )
+            }
+        }
+    }
+}
