@@ -38,7 +38,7 @@ const OFF_PORT: usize = OFF_LEN + 8;
 const OFF_LID: usize = OFF_PORT + 1;
 const END: usize = OFF_LID + 2;
 
-// The layout of wire-formats.md; a change of any field's size fails the build.
+// The layout `docs/protocol.md` tables; a change of any field's size fails the build.
 const _: () = {
     assert!(OFF_QP_NUM == 1);
     assert!(OFF_GID == 5);

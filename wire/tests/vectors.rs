@@ -1,4 +1,4 @@
-//! Every vector and every rejected form in wire-formats.md.
+//! Every vector and every rejected form in `docs/protocol.md` ("Test vectors").
 
 #![forbid(unsafe_code)]
 
@@ -151,7 +151,7 @@ fn token_rejects_lengths() {
 
 #[test]
 fn token_rejects_non_hex_pairs() {
-    // Each rejected pair of wire-formats.md, at the start and in the middle.
+    // Each rejected pair of `docs/protocol.md`, at the start and in the middle.
     for pair in ["+1", " 1", "0x", "g0"] {
         let bad_ch = pair.chars().find(|c| !c.is_ascii_hexdigit()).unwrap();
         let offset = pair.find(bad_ch).unwrap();

@@ -1,4 +1,4 @@
-//! Runs the real `hipobj` binary against the wire-formats.md vectors.
+//! Runs the real `hipobj` binary against the vectors of `docs/protocol.md` ("Test vectors").
 
 #![forbid(unsafe_code)]
 
