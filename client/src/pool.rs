@@ -146,11 +146,6 @@ pub struct Lease<'p> {
 }
 
 impl Lease<'_> {
-    /// The connection (present while leased).
-    pub fn conn(&mut self) -> Option<&mut RcConnection> {
-        self.conn.as_mut()
-    }
-
     /// Makes the connection usable: a broken one is reset, and if that
     /// fails replaced; `None` if neither worked (the pool shrinks when the
     /// lease ends).

@@ -116,3 +116,36 @@ fn the_header_declares_every_export() {
         );
     }
 }
+
+/// The test doubles (`hipobj::testing`, feature `testing`) never reach the
+/// shared library: nothing exported calls them, so even a build with the
+/// feature (as this test's) leaves them out. `.ci/run` checks a default
+/// build's `libhipobj.a`, which keeps every function, for them too.
+#[test]
+fn the_test_doubles_are_not_in_the_library() {
+    let out = Command::new("nm")
+        .arg("-C")
+        .arg(cdylib())
+        .output()
+        .expect("run nm (binutils)");
+    assert!(out.status.success(), "nm failed");
+    let symbols = String::from_utf8_lossy(&out.stdout);
+    let doubles: Vec<_> = symbols
+        .lines()
+        .filter(|l| {
+            [
+                "hipobj::testing::",
+                "FakeHip",
+                "FakeTopology",
+                "ServerPeer",
+                "GpuView",
+            ]
+            .iter()
+            .any(|d| l.contains(d))
+        })
+        .collect();
+    assert!(
+        doubles.is_empty(),
+        "test doubles in libhipobj.so: {doubles:?}"
+    );
+}

@@ -1,4 +1,4 @@
-//! hipObject's C ABI (`include/hipobj.h`) over [`crate::api`].
+//! hipObject's C ABI (`include/hipobj.h`) over [`crate::c_semantics`].
 //!
 //! Every exported function runs its body inside `boundary::run`: a panic is
 //! caught there and reported as `hipObjInternalError` (or a fallback

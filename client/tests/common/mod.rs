@@ -2,9 +2,11 @@
 //! software provider, and callbacks that talk to an in-process server peer.
 #![allow(dead_code)]
 
-use hipobj::platform::gpu::{FakeHip, NoHip};
-use hipobj::platform::topology::{FakeTopology, NicInfo, PortInfo};
+use hipobj::platform::gpu::NoHip;
+use hipobj::platform::topology::{NicInfo, PortInfo};
 use hipobj::platform::Platform;
+use hipobj::testing::FakeHip;
+use hipobj::testing::FakeTopology;
 use hipobj::testing::{GpuView, ServerPeer};
 use hipobj::{Config, Hipobj, Options, S3Ops};
 use hipobj_fabric::seam::Provider;
