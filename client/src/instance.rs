@@ -127,6 +127,11 @@ impl Instance {
         self.pool.free()
     }
 
+    /// Transfers waiting for a free connection now.
+    pub fn pool_waiting(&self) -> usize {
+        self.pool.waiting()
+    }
+
     /// Staging copies that missed their deadline and still run.
     pub fn abandoned_copies(&self) -> usize {
         self.abandoned.len()
@@ -150,8 +155,9 @@ static CURRENT: Current = Current {
 };
 
 /// The current instance, kept alive for the caller even if another thread
-/// shuts the library down meanwhile.
-pub(crate) fn current() -> Result<Arc<Instance>> {
+/// shuts the library down meanwhile. Outside the crate it can only be
+/// inspected (tests of the process-wide instance do).
+pub fn current() -> Result<Arc<Instance>> {
     CURRENT
         .instance
         .read()

@@ -32,6 +32,8 @@ struct PoolState {
     free: Vec<usize>,
     live: usize,
     closed: bool,
+    /// Threads waiting in `acquire` for a connection.
+    waiting: usize,
 }
 
 /// The pool.
@@ -57,6 +59,7 @@ impl ConnectionPool {
                 free: (0..n).rev().collect(),
                 live: n,
                 closed: false,
+                waiting: 0,
             }),
             available: Condvar::new(),
         })
@@ -89,7 +92,9 @@ impl ConnectionPool {
             if LEASES_HELD.with(Cell::get) > 0 {
                 return Err(AcquireError::Busy);
             }
+            s.waiting += 1;
             s = self.available.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.waiting -= 1;
         }
     }
 
@@ -134,6 +139,11 @@ impl ConnectionPool {
     /// Connections free now.
     pub fn free(&self) -> usize {
         self.lock().free.len()
+    }
+
+    /// Threads waiting for a connection now.
+    pub fn waiting(&self) -> usize {
+        self.lock().waiting
     }
 }
 

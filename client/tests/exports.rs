@@ -3,30 +3,8 @@
 
 #![forbid(unsafe_code)]
 
-use std::path::PathBuf;
+use hipobj::testing::c_programs::cdylib;
 use std::process::Command;
-
-/// `libhipobj.so`: in `target/<profile>` after `cargo build`, in
-/// `target/<profile>/deps` when cargo built it only for the tests.
-fn cdylib() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe
-        .parent()
-        .expect("the test binary lives in target/<profile>/deps");
-    let profile = deps.parent().expect("target/<profile>");
-    let found = [profile, deps]
-        .into_iter()
-        .map(|d| d.join("libhipobj.so"))
-        .find(|l| l.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "no libhipobj.so in {} or {}",
-                profile.display(),
-                deps.display()
-            )
-        });
-    found
-}
 
 /// Every defined dynamic symbol as `(type, name)`, version names dropped.
 fn defined_dynamic_symbols() -> Vec<(String, String)> {

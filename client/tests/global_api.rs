@@ -8,9 +8,9 @@ mod common;
 
 use common::*;
 use hipobj::{c_semantics, Config, OpError, Options, S3Ops};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
 
 fn init(max_transfers: usize) {
     c_semantics::init_with(
@@ -111,7 +111,11 @@ fn the_process_wide_instance() {
     let waiter = std::thread::spawn(move || {
         c_semantics::get(addr, 4096, 0, &mut PeerOps::get(&peer3, "obj"))
     });
-    std::thread::sleep(Duration::from_millis(100));
+    // Shut down only once the second call waits inside the pool: the
+    // wake-up, not the check at the call's start, must answer it.
+    wait_until("the second transfer waits for the connection", || {
+        hipobj::instance::current().is_ok_and(|i| i.pool_waiting() == 1)
+    });
     c_semantics::shutdown().unwrap();
     assert_eq!(
         waiter.join().unwrap().unwrap_err().op,
@@ -130,16 +134,21 @@ fn the_process_wide_instance() {
     // Many threads registering, transferring and deregistering, with a
     // shutdown in the middle: every call either works or reports
     // NotInitialized / BufNotRegistered; nothing deadlocks or crashes.
+    // The shutdown comes once transfers have worked, and the workers stop
+    // once calls after it were refused: both sides of it are exercised.
     let peer = Arc::new(peer);
-    let stop_at = std::time::Instant::now() + Duration::from_millis(300);
+    let stop = Arc::new(AtomicBool::new(false));
+    let worked = Arc::new(AtomicUsize::new(0));
+    let refused = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..8)
         .map(|t| {
             let peer = peer.clone();
+            let (stop, worked, refused) = (stop.clone(), worked.clone(), refused.clone());
             std::thread::spawn(move || {
                 let mut mem = vec![0u8; 4096];
                 let a = mem.as_mut_ptr() as usize;
                 let mut ok = 0;
-                while std::time::Instant::now() < stop_at {
+                while !stop.load(Ordering::Relaxed) {
                     // SAFETY: `mem` outlives every registration of it: each
                     // iteration deregisters, and the instance that could
                     // still hold it is shut down and dropped before `mem`.
@@ -147,6 +156,7 @@ fn the_process_wide_instance() {
                         Ok(()) => {}
                         Err(e) => {
                             assert!(matches!(e.op, OpError::NotInitialized), "{e}");
+                            refused.fetch_add(1, Ordering::Relaxed);
                             continue;
                         }
                     }
@@ -156,7 +166,10 @@ fn the_process_wide_instance() {
                         c_semantics::put(a, 4096, 0, &mut PeerOps::put(&peer, &format!("w{t}")))
                     };
                     match r {
-                        Ok(()) => ok += 1,
+                        Ok(()) => {
+                            ok += 1;
+                            worked.fetch_add(1, Ordering::Relaxed);
+                        }
                         Err(e) => assert!(
                             matches!(e.op, OpError::NotInitialized | OpError::BufNotRegistered),
                             "{e}"
@@ -168,8 +181,14 @@ fn the_process_wide_instance() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(120));
+    wait_until("16 transfers before the shutdown", || {
+        worked.load(Ordering::Relaxed) >= 16
+    });
     c_semantics::shutdown().unwrap();
+    wait_until("8 calls refused after the shutdown", || {
+        refused.load(Ordering::Relaxed) >= 8
+    });
+    stop.store(true, Ordering::Relaxed);
     let done: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
     assert!(done > 0);
     // Re-init works after all of that.

@@ -8,7 +8,10 @@
 //!   NIC would.
 //! - [`FakeHip`]: a GPU runtime whose "device memory" is host memory.
 //! - [`FakeTopology`]: a NIC topology answering from plain data.
+//! - [`c_programs`]: C test programs against `libhipobj.so` (found,
+//!   built, run, under valgrind when asked).
 
+pub mod c_programs;
 mod fake_hip;
 mod fake_topology;
 mod gpu_view;

@@ -125,3 +125,17 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     hipobj_fabric::pattern::fill(seed, 0, &mut v);
     v
 }
+
+/// Waits until `done()` holds, checking it every millisecond; panics
+/// naming `what` if it does not within 60 s (a hang, not a timing check:
+/// the state is what the test waits for).
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
