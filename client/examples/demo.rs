@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 use hipobj::platform::gpu::NoHip;
-use hipobj::platform::topology::FakeTopology;
+use hipobj::platform::topology::NoTopology;
 use hipobj::platform::Platform;
 use hipobj::testing::ServerPeer;
 use hipobj::{Config, Hipobj, Options, S3Ops};
@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let platform = Platform {
         hip: Arc::new(NoHip),
         rdma: soft,
-        topology: Arc::new(FakeTopology::default()),
+        topology: Arc::new(NoTopology),
     };
     let lib = Hipobj::with_platform(platform, Options::from_env(), &Config::with_nic("soft0"))?;
     println!(

@@ -71,11 +71,6 @@ impl AbandonedCopies {
     pub fn len(&self) -> usize {
         self.lock().copies.len()
     }
-
-    /// Whether none is running.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 impl Slot<'_> {
@@ -113,5 +108,61 @@ impl Drop for AbandonedCopies {
             );
             std::mem::forget(c);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::platform::gpu::{HipError, HipEvent, NoHip};
+    use crate::platform::topology::NoTopology;
+    use crate::platform::Platform;
+    use crate::{Config, Hipobj, OpError, Options};
+    use hipobj_fabric::soft::{SoftConfig, SoftProvider};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// An event the test completes.
+    #[derive(Debug)]
+    struct Gate(Arc<AtomicBool>);
+
+    impl HipEvent for Gate {
+        fn done(&self) -> Result<bool, HipError> {
+            Ok(self.0.load(Ordering::Acquire))
+        }
+    }
+
+    #[test]
+    fn a_buffer_an_abandoned_copy_holds_cannot_be_deregistered_until_it_ends() {
+        let platform = Platform {
+            hip: Arc::new(NoHip),
+            rdma: Arc::new(SoftProvider::new(
+                vec![std::net::Ipv4Addr::LOCALHOST],
+                SoftConfig::from_env(),
+            )),
+            topology: Arc::new(NoTopology),
+        };
+        let lib = Hipobj::with_platform(platform, Options::default(), &Config::with_nic("soft0"))
+            .unwrap();
+        let inst = lib.instance();
+        let mut mem = vec![0u8; 4096];
+        let addr = mem.as_mut_ptr() as usize;
+        // SAFETY: `mem` outlives the registration: it is deregistered below,
+        // before `mem` is dropped.
+        unsafe { inst.buffers.register_host(&inst.device, addr, 4096) }.unwrap();
+        let entry = inst.buffers.find(addr).unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        inst.abandoned
+            .reserve()
+            .add(Box::new(Gate(done.clone())), entry.clone());
+        assert!(inst.abandoned.is_busy(&entry));
+        drop(entry);
+        assert_eq!(inst.abandoned_copies(), 1);
+        assert_eq!(inst.buffers.deregister(addr).unwrap_err().op, OpError::Busy);
+        done.store(true, Ordering::Release);
+        inst.abandoned.prune();
+        assert_eq!(inst.abandoned_copies(), 0);
+        inst.buffers.deregister(addr).unwrap();
+        assert!(inst.buffers.is_empty());
+        drop(mem);
     }
 }

@@ -57,7 +57,7 @@ pub enum Registration {
 
 /// Pinned host memory from the GPU runtime, freed on drop.
 #[derive(Debug)]
-pub struct Pinned {
+pub(crate) struct Pinned {
     ptr: usize,
     hip: Arc<dyn HipRuntime>,
 }
@@ -239,7 +239,12 @@ impl BufferMap {
     ///
     /// The memory must stay allocated until the buffer is deregistered (or
     /// the instance is destroyed).
-    pub unsafe fn register_host(&self, dev: &RdmaDevice, addr: usize, size: usize) -> Result<()> {
+    pub(crate) unsafe fn register_host(
+        &self,
+        dev: &RdmaDevice,
+        addr: usize,
+        size: usize,
+    ) -> Result<()> {
         self.precheck(addr, size)?;
         // SAFETY: the caller's promise covers both regions.
         let (mr_get, mr_put) = unsafe { reg_pair(dev, addr, size)? };
@@ -260,7 +265,7 @@ impl BufferMap {
     /// # Safety
     ///
     /// As [`register_host`](Self::register_host).
-    pub unsafe fn register(
+    pub(crate) unsafe fn register(
         &self,
         dev: &RdmaDevice,
         hip: &Arc<dyn HipRuntime>,
@@ -371,7 +376,7 @@ impl BufferMap {
     /// Removes the entry at `addr`, unless a call or an abandoned copy
     /// holds it (`Busy`). Its regions and staging memory are released after
     /// the lock.
-    pub fn deregister(&self, addr: usize) -> Result<()> {
+    pub(crate) fn deregister(&self, addr: usize) -> Result<()> {
         let removed = {
             let mut m = self.write();
             let entry = m.get(&addr).ok_or_else(|| {
@@ -396,13 +401,8 @@ impl BufferMap {
     /// Removes the entry at `addr` even if something else holds it: a
     /// timed-out copy's hold keeps the regions and the staging memory alive
     /// until the copy is done. Returns whether there was one.
-    pub fn remove(&self, addr: usize) -> bool {
+    pub(crate) fn remove(&self, addr: usize) -> bool {
         let removed = self.write().remove(&addr);
         removed.is_some()
-    }
-
-    /// Removes every entry (shutdown).
-    pub fn clear(&self) -> Vec<Arc<BufEntry>> {
-        std::mem::take(&mut *self.write()).into_values().collect()
     }
 }

@@ -27,7 +27,7 @@ pub struct RdmaDevice {
 
 impl RdmaDevice {
     /// Opens `name`, on port 1, choosing the best GID.
-    pub fn open(provider: &dyn Provider, name: &str) -> Result<RdmaDevice> {
+    pub(crate) fn open(provider: &dyn Provider, name: &str) -> Result<RdmaDevice> {
         let device = Device::open(provider, name)?;
         let port = 1;
         let attr = device.query_port(port)?;

@@ -404,7 +404,8 @@ impl Drop for Registration {
 mod tests {
     use super::*;
     use crate::platform::gpu::NoHip;
-    use crate::platform::topology::FakeTopology;
+    use crate::platform::topology::NoTopology;
+    use crate::OpError;
     use hipobj_fabric::soft::{SoftConfig, SoftProvider};
 
     fn lib() -> Hipobj {
@@ -417,7 +418,7 @@ mod tests {
                     ..SoftConfig::from_env()
                 },
             )),
-            topology: Arc::new(FakeTopology::default()),
+            topology: Arc::new(NoTopology),
         };
         Hipobj::with_platform(platform, Options::default(), &Config::with_nic("soft0")).unwrap()
     }
@@ -489,5 +490,54 @@ mod tests {
         drop(a);
         assert_eq!(lib.instance().buffers.len(), 0);
         assert_eq!(&mem[..2], b"xy");
+    }
+
+    #[test]
+    fn buffer_rules() {
+        let lib = lib();
+        // Over 4 GiB is refused before anything is registered.
+        // SAFETY: refused by the size check before the memory is touched.
+        let e = unsafe { lib.register(0x1000, (4usize << 30) + 1) }.unwrap_err();
+        assert_eq!(e.op, OpError::SizeTooLarge);
+        // SAFETY: refused by the argument checks.
+        let r = unsafe { lib.register(0, 16) };
+        assert_eq!(r.unwrap_err().op, OpError::InvalidValue);
+        // SAFETY: as above.
+        let r = unsafe { lib.register(usize::MAX - 4, 16) };
+        assert_eq!(r.unwrap_err().op, OpError::InvalidValue);
+        let mut mem = vec![0u8; 256 * 64];
+        let mut regs = Vec::new();
+        let base = mem.as_mut_ptr() as usize;
+        for i in 0..256 {
+            // SAFETY: `mem` outlives `regs` (dropped first below).
+            regs.push(unsafe { lib.register(base + i * 64, 64) }.unwrap());
+        }
+        // SAFETY: refused: the map is full.
+        let r = unsafe { lib.register(base + 1, 8) };
+        assert_eq!(r.unwrap_err().op, OpError::Busy);
+        // SAFETY: refused: already registered.
+        let r = unsafe { lib.register(base, 64) };
+        assert_eq!(r.unwrap_err().op, OpError::BufAlreadyRegistered);
+        assert_eq!(
+            lib.inst.buffers.deregister(base + 1).unwrap_err().op,
+            OpError::BufNotRegistered
+        );
+        drop(regs);
+        assert!(lib.inst.buffers.is_empty());
+        drop(mem);
+    }
+
+    #[test]
+    fn deregistration_is_busy_while_a_call_holds_the_buffer() {
+        let lib = lib();
+        let mut mem = vec![0u8; 64];
+        let addr = mem.as_mut_ptr() as usize;
+        let _buf = lib.register_host(&mut mem).unwrap();
+        let held = lib.inst.buffers.find(addr).unwrap();
+        assert_eq!(
+            lib.inst.buffers.deregister(addr).unwrap_err().op,
+            OpError::Busy
+        );
+        drop(held);
     }
 }

@@ -27,16 +27,21 @@ pub struct Chosen {
 /// An initialized library. Fields are declared in teardown order: copies
 /// still running are leaked first, then buffers are deregistered, then QPs
 /// destroyed, then the device closed.
+///
+/// Outside the crate an instance is read, never changed: its public
+/// fields' types offer only queries there (no registration,
+/// deregistration or transfer), so nothing can pull a buffer out from under
+/// a live [`Registered`](crate::Registered).
 #[derive(Debug)]
 pub struct Instance {
     /// Staging copies that timed out.
-    pub abandoned: AbandonedCopies,
+    pub(crate) abandoned: AbandonedCopies,
     /// Registered buffers.
     pub buffers: BufferMap,
     /// Connections for `get`/`put`.
-    pub pool: ConnectionPool,
+    pub(crate) pool: ConnectionPool,
     /// The connection application-driven tokens name.
-    pub token_conn: Mutex<RcConnection>,
+    pub(crate) token_conn: Mutex<RcConnection>,
     /// The device.
     pub device: Arc<RdmaDevice>,
     /// What init chose.
@@ -44,12 +49,12 @@ pub struct Instance {
     /// Settings.
     pub options: Options,
     /// The outside world.
-    pub platform: Platform,
+    pub(crate) platform: Platform,
 }
 
 impl Instance {
     /// Builds an instance; a failure releases everything built so far.
-    pub fn build(platform: Platform, options: Options, config: &Config) -> Result<Instance> {
+    pub(crate) fn build(platform: Platform, options: Options, config: &Config) -> Result<Instance> {
         if config.flags != 0 {
             return Err(Error::invalid(format!(
                 "flags {:#x} are reserved and must be 0",
@@ -112,8 +117,28 @@ impl Instance {
         })
     }
 
+    /// Connections in the pool.
+    pub fn pool_live(&self) -> usize {
+        self.pool.live()
+    }
+
+    /// Connections in the pool that no transfer holds.
+    pub fn pool_free(&self) -> usize {
+        self.pool.free()
+    }
+
+    /// Transfers waiting for a free connection now.
+    pub fn pool_waiting(&self) -> usize {
+        self.pool.waiting()
+    }
+
+    /// Staging copies that missed their deadline and still run.
+    pub fn abandoned_copies(&self) -> usize {
+        self.abandoned.len()
+    }
+
     /// The token connection.
-    pub fn token_conn(&self) -> MutexGuard<'_, RcConnection> {
+    pub(crate) fn token_conn(&self) -> MutexGuard<'_, RcConnection> {
         self.token_conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -130,7 +155,8 @@ static CURRENT: Current = Current {
 };
 
 /// The current instance, kept alive for the caller even if another thread
-/// shuts the library down meanwhile.
+/// shuts the library down meanwhile. Outside the crate it can only be
+/// inspected (tests of the process-wide instance do).
 pub fn current() -> Result<Arc<Instance>> {
     CURRENT
         .instance
@@ -146,7 +172,7 @@ pub fn current() -> Result<Arc<Instance>> {
 }
 
 /// Builds and publishes an instance, one init or shutdown at a time.
-pub fn init_with(platform: Platform, options: Options, config: &Config) -> Result<()> {
+pub(crate) fn init_with(platform: Platform, options: Options, config: &Config) -> Result<()> {
     let _g = CURRENT.init.lock().unwrap_or_else(|e| e.into_inner());
     if CURRENT
         .instance
@@ -166,7 +192,7 @@ pub fn init_with(platform: Platform, options: Options, config: &Config) -> Resul
 
 /// Unpublishes the instance and closes its pool, waking transfers waiting
 /// for a connection. Calls in progress keep the old instance until they return.
-pub fn shutdown() -> Result<()> {
+pub(crate) fn shutdown() -> Result<()> {
     let _g = CURRENT.init.lock().unwrap_or_else(|e| e.into_inner());
     let inst = CURRENT
         .instance

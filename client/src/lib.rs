@@ -5,17 +5,23 @@
 //! the application's S3 client sends, connects the queue pairs, and reads
 //! the `x-amz-rdma-reply` the server answers. It does not speak HTTP.
 //!
-//! - [`Hipobj`] and [`Registered`] are the safe Rust API.
-//! - [`api`] has the C API's functions on the process-wide instance;
-//!   `ffi` exports them with hipObject's C ABI (`include/hipobj.h`).
+//! - [`Hipobj`] and [`Registered`] are the safe Rust API (`handle.rs`).
+//! - [`c_semantics`] has the C API's functions on the process-wide
+//!   instance; [`ffi`] exports them with hipObject's C ABI
+//!   (`include/hipobj.h`).
 //! - [`platform`] holds the seams (GPU runtime, RDMA provider, NIC
-//!   topology) that tests replace with fakes.
+//!   topology) that tests replace with fakes; the fakes themselves are in
+//!   `testing`, built only with the `testing` feature.
+//!
+//! What an [`Instance`](instance::Instance) holds can be inspected from
+//! outside the crate, never changed: registration, deregistration and
+//! transfers go through [`Hipobj`]/[`Registered`] or [`c_semantics`].
 
-pub mod abandoned;
-pub mod api;
+mod abandoned;
 pub mod buffer;
+pub mod c_semantics;
 pub mod config;
-pub mod connection;
+mod connection;
 pub mod device;
 pub mod error;
 pub mod ffi;
@@ -23,8 +29,9 @@ mod handle;
 pub mod instance;
 pub mod options;
 pub mod platform;
-pub mod pool;
+mod pool;
 pub mod select;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod transfer;
 

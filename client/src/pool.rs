@@ -32,6 +32,8 @@ struct PoolState {
     free: Vec<usize>,
     live: usize,
     closed: bool,
+    /// Threads waiting in `acquire` for a connection.
+    waiting: usize,
 }
 
 /// The pool.
@@ -57,6 +59,7 @@ impl ConnectionPool {
                 free: (0..n).rev().collect(),
                 live: n,
                 closed: false,
+                waiting: 0,
             }),
             available: Condvar::new(),
         })
@@ -89,7 +92,9 @@ impl ConnectionPool {
             if LEASES_HELD.with(Cell::get) > 0 {
                 return Err(AcquireError::Busy);
             }
+            s.waiting += 1;
             s = self.available.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.waiting -= 1;
         }
     }
 
@@ -135,6 +140,11 @@ impl ConnectionPool {
     pub fn free(&self) -> usize {
         self.lock().free.len()
     }
+
+    /// Threads waiting for a connection now.
+    pub fn waiting(&self) -> usize {
+        self.lock().waiting
+    }
 }
 
 /// One leased connection; returned to the pool on drop.
@@ -146,11 +156,6 @@ pub struct Lease<'p> {
 }
 
 impl Lease<'_> {
-    /// The connection (present while leased).
-    pub fn conn(&mut self) -> Option<&mut RcConnection> {
-        self.conn.as_mut()
-    }
-
     /// Makes the connection usable: a broken one is reset, and if that
     /// fails replaced; `None` if neither worked (the pool shrinks when the
     /// lease ends).

@@ -325,7 +325,7 @@ impl<'a> Stepwise<'a> {
     /// Starts a transfer and returns the first token to send; `Ok(None)`
     /// when it cannot run this way now (no connection free, or a buffer that
     /// is not plain host memory): use [`transfer`] instead.
-    pub fn start(
+    pub(crate) fn start(
         inst: &'a Instance,
         dir: Direction,
         addr: usize,
@@ -410,7 +410,7 @@ impl<'a> Stepwise<'a> {
 }
 
 /// `hipObjGet` / `hipObjPut`.
-pub fn transfer(
+pub(crate) fn transfer(
     inst: &Instance,
     dir: Direction,
     addr: usize,
@@ -451,7 +451,7 @@ pub fn transfer(
 
 /// `hipObjBufSync`: the staging copy `get`/`put` would make; nothing for a
 /// buffer that is not staged.
-pub fn buf_sync(
+pub(crate) fn buf_sync(
     inst: &Instance,
     addr: usize,
     size: usize,
@@ -464,7 +464,7 @@ pub fn buf_sync(
 
 /// `hipObjGetRdmaToken` (and its ranged form): a token for `size` bytes at
 /// `offset` into a registered buffer, naming the token connection.
-pub fn rdma_token(
+pub(crate) fn rdma_token(
     inst: &Instance,
     addr: usize,
     offset: i64,
@@ -486,7 +486,7 @@ pub fn rdma_token(
 
 /// The handshake extension, step 1: a handshake token for the token
 /// connection (which is reset first if it was connected).
-pub fn handshake_token(inst: &Instance) -> Result<String> {
+pub(crate) fn handshake_token(inst: &Instance) -> Result<String> {
     let mut conn = inst.token_conn();
     if conn.peer.is_some() || conn.is_broken() {
         conn.reset(&inst.device)?;
@@ -496,7 +496,7 @@ pub fn handshake_token(inst: &Instance) -> Result<String> {
 
 /// The handshake extension, step 2: connects the token connection to the
 /// server QP named by the handshake's reply.
-pub fn complete_handshake(inst: &Instance, reply: &[u8]) -> Result<()> {
+pub(crate) fn complete_handshake(inst: &Instance, reply: &[u8]) -> Result<()> {
     let parsed = Reply::parse(reply)
         .map_err(|e| Error::invalid(format!("invalid x-amz-rdma-reply: {e}")))?;
     let mut conn = inst.token_conn();
@@ -507,7 +507,7 @@ pub fn complete_handshake(inst: &Instance, reply: &[u8]) -> Result<()> {
 }
 
 /// `hipObjParseRdmaReply`: the HTTP status of a valid reply.
-pub fn parse_reply(reply: &[u8]) -> Result<u16> {
+pub(crate) fn parse_reply(reply: &[u8]) -> Result<u16> {
     let r = Reply::parse(reply)
         .map_err(|e| Error::invalid(format!("invalid x-amz-rdma-reply: {e}")))?;
     match r {
@@ -520,7 +520,7 @@ pub fn parse_reply(reply: &[u8]) -> Result<u16> {
 
 /// `hipObjTokenClientNic`: the dotted quad of an IPv4-mapped GID, or an
 /// empty string for any other GID.
-pub fn token_client_nic(token: &str) -> Result<String> {
+pub(crate) fn token_client_nic(token: &str) -> Result<String> {
     let t = Token::decode(token).map_err(|e| Error::invalid(format!("invalid token: {e}")))?;
     Ok(t.client_ip().map(|ip| ip.to_string()).unwrap_or_default())
 }
@@ -529,7 +529,7 @@ pub fn token_client_nic(token: &str) -> Result<String> {
 mod tests {
     use super::*;
     use crate::platform::gpu::NoHip;
-    use crate::platform::topology::FakeTopology;
+    use crate::platform::topology::NoTopology;
     use crate::platform::Platform;
     use crate::testing::ServerPeer;
     use crate::{Config, Hipobj, Options};
@@ -551,7 +551,7 @@ mod tests {
         let platform = Platform {
             hip: Arc::new(NoHip),
             rdma: soft(),
-            topology: Arc::new(FakeTopology::default()),
+            topology: Arc::new(NoTopology),
         };
         let options = Options {
             max_transfers: 1,
@@ -645,7 +645,7 @@ mod tests {
         assert_eq!(e.op, OpError::S3Error);
         assert!(e.message.contains("(-7)"), "{}", e.message);
         drop(t);
-        assert_eq!(lib.instance().pool.free(), 1);
+        assert_eq!(lib.instance().pool_free(), 1);
         assert!(buf.start_stepwise(Direction::Get, 0, 64).unwrap().is_some());
     }
 }

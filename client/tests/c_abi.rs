@@ -2,126 +2,45 @@
 //! compiled with gcc against `include/hipobj.h` and `libhipobj.so`, and
 //! run. The header is also compiled as C++11.
 //!
-//! The binaries are left in `<target>/c-tests/` (CI runs `lifecycle` from
-//! there under valgrind).
+//! The binaries are left in `<target>/c-tests/`. With
+//! `HIPOBJ_C_TESTS_VALGRIND=1` (as `.ci/run` sets for a second run) every
+//! program runs under valgrind (`hipobj::testing::c_programs`).
 
 #![forbid(unsafe_code)]
 
+use hipobj::testing::c_programs::{self, command};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-
-const STRICT: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic"];
-
-/// Where cargo put `libhipobj.so`: `target/<profile>/deps` when it was
-/// built for these tests, `target/<profile>` after a `cargo build`; the
-/// newer of the two when both are there (a `cargo build` from before the
-/// last change leaves a stale copy in `target/<profile>`).
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/c_abi-<hash>
-    let deps = exe
-        .parent()
-        .expect("the test binary lives in target/<profile>/deps");
-    let profile = deps.parent().expect("target/<profile>");
-    let modified = |d: &Path| {
-        std::fs::metadata(d.join("libhipobj.so"))
-            .and_then(|m| m.modified())
-            .ok()
-    };
-    let found = [deps, profile]
-        .into_iter()
-        .filter_map(|d| Some((modified(d)?, d)))
-        .max_by_key(|(t, _)| *t)
-        .map(|(_, d)| d)
-        .unwrap_or_else(|| {
-            panic!(
-                "no libhipobj.so in {} or {}",
-                profile.display(),
-                deps.display()
-            )
-        })
-        .to_path_buf();
-    found
-}
-
-/// `target/<profile>`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>")
-        .to_path_buf()
-}
-
-/// `target/c-tests`, created.
-fn out_dir() -> PathBuf {
-    let dir = profile_dir()
-        .parent()
-        .expect("target/<profile> has a parent")
-        .join("c-tests");
-    std::fs::create_dir_all(&dir).expect("create target/c-tests");
-    dir
-}
+use std::process::{Child, Command, Stdio};
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn check_output(what: &str, out: &Output) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Compiles `source` with `compiler` and the strict flags, linked to
-/// libhipobj with an rpath to it, into `<target>/c-tests/<name>`.
-fn build(compiler: &str, std: &str, source: &Path, name: &str) -> PathBuf {
-    let lib = lib_dir();
-    let exe = out_dir().join(name);
-    let out = Command::new(compiler)
-        .arg(format!("-std={std}"))
-        .args(STRICT)
-        .arg("-I")
-        .arg(manifest_dir().join("include"))
-        .arg("-I")
-        .arg(manifest_dir().join("tests/c"))
-        .arg(source)
-        .arg(format!("-L{}", lib.display()))
-        .arg("-lhipobj")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
-    check_output(&format!("{compiler} {}", source.display()), &out);
-    exe
-}
-
+/// Compiles `tests/c/<name>.c` as C11 into `<target>/c-tests/<name>`.
 fn build_c(name: &str) -> PathBuf {
     let source = manifest_dir().join("tests/c").join(format!("{name}.c"));
-    build("gcc", "c11", &source, name)
+    let tests_c = manifest_dir().join("tests/c");
+    c_programs::build("gcc", "c11", &source, &[&tests_c], name)
 }
 
 /// Runs a test program with `env`, asserting success and its verdict line.
 fn run(exe: &Path, name: &str, env: &[(&str, &str)]) {
-    let mut cmd = Command::new(exe);
-    // cargo's LD_LIBRARY_PATH names target/<profile> before the rpath the
-    // program was linked with (a DT_RUNPATH is searched after it), which
-    // would load a stale libhipobj.so left there by an older `cargo build`.
-    cmd.env("LD_LIBRARY_PATH", lib_dir())
-        .env_remove("HIPOBJ_PROVIDER")
+    let mut cmd = command(exe);
+    cmd.env_remove("HIPOBJ_PROVIDER")
         .env_remove("HIPOBJ_SOFT_ADDRS")
         .env_remove("HIPOBJ_MAX_TRANSFERS");
     for (k, v) in env {
         cmd.env(k, v);
     }
     let out = cmd.output().expect("run the C test program");
-    check_output(name, &out);
+    assert!(
+        out.status.success(),
+        "{name} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.lines().any(|l| l == format!("{name}: ok")),
@@ -240,15 +159,15 @@ int main(void) {
 "#;
 
 fn header_program(ext: &str) -> PathBuf {
-    let path = out_dir().join(format!("header_use.{ext}"));
+    let path = c_programs::out_dir().join(format!("header_use.{ext}"));
     std::fs::write(&path, HEADER_USE).expect("write the header program");
     path
 }
 
 #[test]
 fn header_compiles_as_c11() {
-    let exe = build("gcc", "c11", &header_program("c"), "header_use_c");
-    let status = Command::new(&exe).status().expect("run header_use_c");
+    let exe = c_programs::build("gcc", "c11", &header_program("c"), &[], "header_use_c");
+    let status = command(&exe).status().expect("run header_use_c");
     assert!(status.success());
 }
 
@@ -258,7 +177,13 @@ fn header_compiles_as_cxx11() {
         eprintln!("g++ is not installed: the C++11 check of hipobj.h is skipped");
         return;
     }
-    let exe = build("g++", "c++11", &header_program("cpp"), "header_use_cxx");
-    let status = Command::new(&exe).status().expect("run header_use_cxx");
+    let exe = c_programs::build(
+        "g++",
+        "c++11",
+        &header_program("cpp"),
+        &[],
+        "header_use_cxx",
+    );
+    let status = command(&exe).status().expect("run header_use_cxx");
     assert!(status.success());
 }

@@ -3,30 +3,8 @@
 
 #![forbid(unsafe_code)]
 
-use std::path::PathBuf;
+use hipobj::testing::c_programs::cdylib;
 use std::process::Command;
-
-/// `libhipobj.so`: in `target/<profile>` after `cargo build`, in
-/// `target/<profile>/deps` when cargo built it only for the tests.
-fn cdylib() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe
-        .parent()
-        .expect("the test binary lives in target/<profile>/deps");
-    let profile = deps.parent().expect("target/<profile>");
-    let found = [profile, deps]
-        .into_iter()
-        .map(|d| d.join("libhipobj.so"))
-        .find(|l| l.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "no libhipobj.so in {} or {}",
-                profile.display(),
-                deps.display()
-            )
-        });
-    found
-}
 
 /// Every defined dynamic symbol as `(type, name)`, version names dropped.
 fn defined_dynamic_symbols() -> Vec<(String, String)> {
@@ -115,4 +93,37 @@ fn the_header_declares_every_export() {
             "include/hipobj.h does not declare {f}"
         );
     }
+}
+
+/// The test doubles (`hipobj::testing`, feature `testing`) never reach the
+/// shared library: nothing exported calls them, so even a build with the
+/// feature (as this test's) leaves them out. `.ci/run` checks a default
+/// build's `libhipobj.a`, which keeps every function, for them too.
+#[test]
+fn the_test_doubles_are_not_in_the_library() {
+    let out = Command::new("nm")
+        .arg("-C")
+        .arg(cdylib())
+        .output()
+        .expect("run nm (binutils)");
+    assert!(out.status.success(), "nm failed");
+    let symbols = String::from_utf8_lossy(&out.stdout);
+    let doubles: Vec<_> = symbols
+        .lines()
+        .filter(|l| {
+            [
+                "hipobj::testing::",
+                "FakeHip",
+                "FakeTopology",
+                "ServerPeer",
+                "GpuView",
+            ]
+            .iter()
+            .any(|d| l.contains(d))
+        })
+        .collect();
+    assert!(
+        doubles.is_empty(),
+        "test doubles in libhipobj.so: {doubles:?}"
+    );
 }

@@ -6,13 +6,13 @@ mod common;
 
 use common::*;
 use hipobj::buffer::Registration;
-use hipobj::platform::gpu::CopyBehavior;
+use hipobj::testing::CopyBehavior;
 use hipobj::{Config, Hipobj, OpError, Options, SyncDirection};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 fn lib_with(
-    hip: &std::sync::Arc<hipobj::platform::gpu::FakeHip>,
+    hip: &std::sync::Arc<hipobj::testing::FakeHip>,
     dmabuf: bool,
     plain: bool,
     options: Options,
@@ -190,10 +190,12 @@ fn a_copy_past_its_deadline_is_abandoned_and_its_buffer_is_busy() {
     let dev = hip.alloc_device(4096, 0);
     // SAFETY: fake device memory lives as long as `hip`.
     let buf = unsafe { lib.register(dev, 4096) }.unwrap();
-    hip.set_copies(CopyBehavior::Delayed(Duration::from_millis(300)));
+    // The copy is held until the test releases it: it misses its 30 ms
+    // deadline whatever the machine's load.
+    hip.set_copies(CopyBehavior::Held);
     let e = buf.put(0, 4096, &mut PeerOps::put(&peer, "x")).unwrap_err();
     assert_eq!(e.op, OpError::RdmaError);
-    assert_eq!(lib.instance().abandoned.len(), 1);
+    assert_eq!(lib.instance().abandoned_copies(), 1);
     // While it runs: transfers, syncs, tokens and deregistration are Busy.
     assert_eq!(
         buf.get(0, 4096, &mut PeerOps::get(&peer, "x"))
@@ -209,17 +211,15 @@ fn a_copy_past_its_deadline_is_abandoned_and_its_buffer_is_busy() {
         buf.token(hipobj::Direction::Put, 0, 4096).unwrap_err().op,
         OpError::Busy
     );
-    assert_eq!(
-        lib.instance().buffers.deregister(dev).unwrap_err().op,
-        OpError::Busy
-    );
+    // (Deregistration of a buffer an abandoned copy holds is Busy: a unit
+    // test of `abandoned.rs`, as only the crate reaches the buffer map.)
     // Once it finishes, everything works again.
-    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(hip.release_held_copies(), 1);
     hip.set_copies(CopyBehavior::Immediate);
     hip.write(dev, &pattern(9, 4096));
     buf.put(0, 4096, &mut PeerOps::put(&peer, "x")).unwrap();
     assert!(*peer.object("x").unwrap() == pattern(9, 4096));
-    assert!(lib.instance().abandoned.is_empty());
+    assert!(lib.instance().abandoned_copies() == 0);
 }
 
 #[test]
@@ -243,7 +243,7 @@ fn a_copy_that_never_finishes_keeps_its_staging_buffer_and_leaks_it_at_teardown(
     // The handle is gone, the entry left the map, but the staging memory
     // is still allocated: the copy could still write it.
     assert!(lib.instance().buffers.is_empty());
-    assert_eq!(lib.instance().abandoned.len(), 1);
+    assert_eq!(lib.instance().abandoned_copies(), 1);
     assert_eq!(hip.log.pinned_live.load(Ordering::Relaxed), 1);
     drop(lib);
     assert_eq!(

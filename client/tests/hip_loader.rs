@@ -115,7 +115,7 @@ fn hip_runtime_through_the_loader() {
     assert_eq!(n, 2, "a GPU-direct GET synchronizes the device");
 }
 
-fn soft_topology_at(bus: &str) -> hipobj::platform::topology::FakeTopology {
+fn soft_topology_at(bus: &str) -> hipobj::testing::FakeTopology {
     let mut t = soft_topology();
     t.nics[0].pci_bus_id = Some(bus.to_string());
     t

@@ -2,11 +2,12 @@
 
 #![forbid(unsafe_code)]
 
-use hipobj::platform::topology::{FakeTopology, NicInfo, PortInfo};
+use hipobj::platform::topology::{NicInfo, PortInfo};
 use hipobj::select::{
     bus_distance, choose_nic, closest_nic, hint_names, pick_best_gid, NicChoice, SelectError,
     Vendor, VENDOR_BROADCOM, VENDOR_MELLANOX, VENDOR_PENSANDO,
 };
+use hipobj::testing::FakeTopology;
 use hipobj_fabric::{Gid, GidEntry, GidType};
 use std::net::Ipv4Addr;
 

@@ -3,9 +3,8 @@
 
 #![forbid(unsafe_code)]
 
-use hipobj::platform::topology::{
-    FakeTopology, NicInfo, NicTopology, PortInfo, SysfsTopology, MAX_ATTR_BYTES,
-};
+use hipobj::platform::topology::{NicInfo, NicTopology, PortInfo, SysfsTopology, MAX_ATTR_BYTES};
+use hipobj::testing::FakeTopology;
 use hipobj_fabric::{Gid, GidEntry, GidType};
 use std::fs;
 use std::net::Ipv4Addr;

@@ -19,7 +19,7 @@ use hyper_util::rt::TokioExecutor;
 use sha2::{Digest, Sha256};
 
 use hipobj::platform::gpu::NoHip;
-use hipobj::platform::topology::FakeTopology;
+use hipobj::platform::topology::NoTopology;
 use hipobj::platform::Platform;
 use hipobj::{Config, Direction, Hipobj, Options};
 use hipobj_fabric::soft::SoftProvider;
@@ -159,7 +159,7 @@ fn client() -> Hipobj {
     let platform = Platform {
         hip: Arc::new(NoHip),
         rdma: Arc::new(SoftProvider::from_env().unwrap()),
-        topology: Arc::new(FakeTopology::default()),
+        topology: Arc::new(NoTopology),
     };
     Hipobj::with_platform(platform, Options::default(), &Config::with_nic("soft0")).unwrap()
 }

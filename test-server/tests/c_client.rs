@@ -11,18 +11,21 @@
 //! `x-amz-rdma-reply` value, or `NONE`, as one line. Setup and the checks
 //! of what was stored use plain signed HTTP.
 //!
-//! The binary is left in `<target>/c-tests/rdma_client`.
+//! The binary is left in `<target>/c-tests/rdma_client`; with
+//! `HIPOBJ_C_TESTS_VALGRIND=1` (as `.ci/run` sets for a second run) it runs
+//! under valgrind (`hipobj::testing::c_programs`).
 
 #![forbid(unsafe_code)]
 
 mod common;
 
 use common::{pattern, xml_field, Server, S3};
+use hipobj::testing::c_programs;
 use http::Method;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -37,91 +40,21 @@ const SEEDED_SEED_BASE: u64 = 2 << 32;
 /// How long the program may run.
 const PROGRAM_TIMEOUT: Duration = Duration::from_secs(180);
 
-const STRICT: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic"];
-
 // ---- Building the program ----------------------------------------------
 
-/// `target/<profile>/deps`, where the test binary is.
-fn deps_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .expect("the test binary lives in target/<profile>/deps")
-        .to_path_buf()
-}
-
-/// Where cargo put `libhipobj.so`: `target/<profile>/deps` when it was
-/// built as a dependency (the `hipobj-client` dev-dependency builds the
-/// cdylib too), `target/<profile>` after a `cargo build`; the newer of the
-/// two when both are there (an older `cargo build` leaves a stale copy).
-fn lib_dir() -> PathBuf {
-    let deps = deps_dir();
-    let profile = deps.parent().expect("target/<profile>");
-    let modified = |d: &Path| {
-        std::fs::metadata(d.join("libhipobj.so"))
-            .and_then(|m| m.modified())
-            .ok()
-    };
-    [deps.as_path(), profile]
-        .into_iter()
-        .filter_map(|d| Some((modified(d)?, d)))
-        .max_by_key(|(t, _)| *t)
-        .map(|(_, d)| d.to_path_buf())
-        .unwrap_or_else(|| {
-            panic!(
-                "no libhipobj.so in {} or {}",
-                profile.display(),
-                deps.display()
-            )
-        })
-}
-
-/// `target/c-tests`, created.
-fn out_dir() -> PathBuf {
-    let dir = deps_dir()
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile> has a parent")
-        .join("c-tests");
-    std::fs::create_dir_all(&dir).expect("create target/c-tests");
-    dir
-}
-
-fn workspace_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("test-server is in the workspace")
-        .to_path_buf()
-}
-
-/// Compiles `tests/c/rdma_client.c`, linked to libhipobj with an rpath to
-/// it.
+/// Compiles `tests/c/rdma_client.c` into `<target>/c-tests/rdma_client`,
+/// linked to libhipobj with an rpath to it.
 fn build_program() -> PathBuf {
-    let ws = workspace_dir();
-    let lib = lib_dir();
-    let exe = out_dir().join("rdma_client");
-    let out = Command::new("gcc")
-        .arg("-std=c11")
-        .args(STRICT)
-        .arg("-I")
-        .arg(ws.join("client/include"))
-        .arg("-I")
-        .arg(ws.join("client/tests/c"))
-        .arg(ws.join("test-server/tests/c/rdma_client.c"))
-        .arg(format!("-L{}", lib.display()))
-        .arg("-lhipobj")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("run gcc");
-    assert!(
-        out.status.success(),
-        "gcc rdma_client.c failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("test-server is in the workspace");
+    c_programs::build(
+        "gcc",
+        "c11",
+        &ws.join("test-server/tests/c/rdma_client.c"),
+        &[&ws.join("client/tests/c")],
+        "rdma_client",
+    )
 }
 
 // ---- The relay ---------------------------------------------------------
@@ -251,11 +184,8 @@ struct Outcome {
 
 /// Runs the program with `args`, killed after [`PROGRAM_TIMEOUT`].
 fn run_program(exe: &Path, args: &[String]) -> Outcome {
-    let mut child = Command::new(exe)
+    let mut child = c_programs::command(exe)
         .args(args)
-        // cargo's LD_LIBRARY_PATH would come before the program's rpath
-        // (a DT_RUNPATH) and could load a stale libhipobj.so.
-        .env("LD_LIBRARY_PATH", lib_dir())
         .env_remove("HIPOBJ_SOFT_ADDRS")
         .env_remove("HIPOBJ_MAX_TRANSFERS")
         .env_remove("HIPOBJ_REQUIRE_GPU_DIRECT")

@@ -244,7 +244,7 @@ fn handshake_reuse_and_reconnect_after_a_server_restart() {
         hipobj::platform::Platform {
             hip: std::sync::Arc::new(hipobj::platform::gpu::NoHip),
             rdma: std::sync::Arc::new(hipobj_fabric::soft::SoftProvider::from_env().unwrap()),
-            topology: std::sync::Arc::new(hipobj::platform::topology::FakeTopology::default()),
+            topology: std::sync::Arc::new(hipobj::platform::topology::NoTopology),
         },
         hipobj::Options {
             max_transfers: 1,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use hipobj::platform::gpu::NoHip;
-use hipobj::platform::topology::FakeTopology;
+use hipobj::platform::topology::NoTopology;
 use hipobj::platform::Platform;
 use hipobj::{Config, Hipobj, Options, S3Ops};
 use hipobj_fabric::soft::SoftProvider;
@@ -19,7 +19,7 @@ pub fn client() -> Hipobj {
     let platform = Platform {
         hip: Arc::new(NoHip),
         rdma: Arc::new(SoftProvider::from_env().unwrap()),
-        topology: Arc::new(FakeTopology::default()),
+        topology: Arc::new(NoTopology),
     };
     Hipobj::with_platform(platform, Options::default(), &Config::with_nic("soft0")).unwrap()
 }

@@ -2,7 +2,7 @@
 //!
 //! Each body runs inside the panic boundary (`ffi::boundary`) and
 //! converts its arguments with the helpers of `ffi::ptr`; the work is
-//! [`crate::api`]'s. The `# Safety` section of each function is the
+//! [`crate::c_semantics`]'s. The `# Safety` section of each function is the
 //! pointer contract the header documents for it.
 
 use super::boundary::{run, run_str};
@@ -11,8 +11,8 @@ use super::ptr::{self, addr, Out, OutStr};
 use super::types::{HipObjConfig, HipObjError, HipObjOps};
 use super::NIC_IP_LEN;
 use super::{HIPOBJ_RDMA_OP_GET, HIPOBJ_RDMA_OP_PUT, HIPOBJ_SYNC_TO_DEVICE, HIPOBJ_SYNC_TO_HOST};
-use crate::api;
 use crate::buffer::Direction;
+use crate::c_semantics;
 use crate::config::Config;
 use crate::error::{Error, OpError, Result};
 use crate::transfer::SyncDirection;
@@ -149,14 +149,14 @@ pub unsafe extern "C" fn hipObjInit(config: *const HipObjConfig) -> HipObjError 
                 nic_hint: ptr::opt_str(c.nic_hint, "config->nicHint")?,
             }
         };
-        api::init(&config)
+        c_semantics::init(&config)
     })
 }
 
 /// `hipObjShutdown`.
 #[no_mangle]
 pub extern "C" fn hipObjShutdown() -> HipObjError {
-    run("hipObjShutdown", api::shutdown)
+    run("hipObjShutdown", c_semantics::shutdown)
 }
 
 /// `hipObjBufRegister`: registers GPU memory (or host memory HIP does not
@@ -170,7 +170,7 @@ pub extern "C" fn hipObjShutdown() -> HipObjError {
 pub unsafe extern "C" fn hipObjBufRegister(dev_ptr: *mut c_void, size: usize) -> HipObjError {
     run("hipObjBufRegister", || {
         // SAFETY: the function's contract is `buf_register`'s.
-        unsafe { api::buf_register(addr(dev_ptr), size) }
+        unsafe { c_semantics::buf_register(addr(dev_ptr), size) }
     })
 }
 
@@ -183,7 +183,7 @@ pub unsafe extern "C" fn hipObjBufRegister(dev_ptr: *mut c_void, size: usize) ->
 pub unsafe extern "C" fn hipObjBufRegisterHost(host_ptr: *mut c_void, size: usize) -> HipObjError {
     run("hipObjBufRegisterHost", || {
         // SAFETY: the function's contract is `buf_register_host`'s.
-        unsafe { api::buf_register_host(addr(host_ptr), size) }
+        unsafe { c_semantics::buf_register_host(addr(host_ptr), size) }
     })
 }
 
@@ -192,7 +192,9 @@ pub unsafe extern "C" fn hipObjBufRegisterHost(host_ptr: *mut c_void, size: usiz
 /// The pointer is only used as a key, never dereferenced.
 #[no_mangle]
 pub extern "C" fn hipObjBufDeregister(dev_ptr: *mut c_void) -> HipObjError {
-    run("hipObjBufDeregister", || api::buf_deregister(addr(dev_ptr)))
+    run("hipObjBufDeregister", || {
+        c_semantics::buf_deregister(addr(dev_ptr))
+    })
 }
 
 /// `hipObjGet`: an S3 GET into a registered buffer through the callbacks.
@@ -214,7 +216,7 @@ pub unsafe extern "C" fn hipObjGet(
     run("hipObjGet", || {
         // SAFETY: the function's contract covers `ops` and its callbacks.
         let mut ops = CallbackOps::new(unsafe { ptr::optional(ops) }, ctx)?;
-        api::get(addr(dev_ptr), size, off(offset), &mut ops)
+        c_semantics::get(addr(dev_ptr), size, off(offset), &mut ops)
     })
 }
 
@@ -235,7 +237,7 @@ pub unsafe extern "C" fn hipObjPut(
     run("hipObjPut", || {
         // SAFETY: the function's contract covers `ops` and its callbacks.
         let mut ops = CallbackOps::new(unsafe { ptr::optional(ops) }, ctx)?;
-        api::put(addr(dev_ptr), size, off(offset), &mut ops)
+        c_semantics::put(addr(dev_ptr), size, off(offset), &mut ops)
     })
 }
 
@@ -251,7 +253,7 @@ pub extern "C" fn hipObjBufSync(
 ) -> HipObjError {
     run("hipObjBufSync", || {
         let dir = sync_direction(direction)?;
-        api::buf_sync(addr(dev_ptr), size, off(offset), dir)
+        c_semantics::buf_sync(addr(dev_ptr), size, off(offset), dir)
     })
 }
 
@@ -274,7 +276,7 @@ pub unsafe extern "C" fn hipObjGetRdmaToken(
         let out = unsafe { Out::new(out_token, "outToken") }?;
         out.write(std::ptr::null_mut());
         let dir = rdma_op(op)?;
-        token_out(&out, api::get_rdma_token(addr(dev_ptr), size, dir))
+        token_out(&out, c_semantics::get_rdma_token(addr(dev_ptr), size, dir))
     })
 }
 
@@ -296,7 +298,7 @@ pub unsafe extern "C" fn hipObjGetRdmaTokenAt(
         let out = unsafe { Out::new(out_token, "outToken") }?;
         out.write(std::ptr::null_mut());
         let dir = rdma_op(op)?;
-        let token = api::get_rdma_token_at(addr(dev_ptr), off(offset), size, dir);
+        let token = c_semantics::get_rdma_token_at(addr(dev_ptr), off(offset), size, dir);
         token_out(&out, token)
     })
 }
@@ -313,7 +315,7 @@ pub unsafe extern "C" fn hipObjGetRdmaHandshakeToken(out_token: *mut *mut c_char
         // SAFETY: the function's contract.
         let out = unsafe { Out::new(out_token, "outToken") }?;
         out.write(std::ptr::null_mut());
-        token_out(&out, api::handshake_token())
+        token_out(&out, c_semantics::handshake_token())
     })
 }
 
@@ -332,7 +334,7 @@ pub unsafe extern "C" fn hipObjCompleteRdmaHandshake(
     run("hipObjCompleteRdmaHandshake", || {
         // SAFETY: the function's contract.
         let reply = unsafe { ptr::bytes(reply, reply_len, "reply") }?;
-        api::complete_handshake(reply)
+        c_semantics::complete_handshake(reply)
     })
 }
 
@@ -372,7 +374,7 @@ pub unsafe extern "C" fn hipObjParseRdmaReply(
                 ptr::bytes(reply, reply_len, "reply")?,
             )
         };
-        let status = api::parse_rdma_reply(reply)?;
+        let status = c_semantics::parse_rdma_reply(reply)?;
         out.write(c_int::from(status));
         Ok(())
     })
@@ -402,7 +404,7 @@ pub unsafe extern "C" fn hipObjTokenClientNic(
         }
         // SAFETY: the function's contract.
         let token = unsafe { ptr::req_str(token, "token") }?;
-        let ip = api::token_client_nic(&token)?;
+        let ip = c_semantics::token_client_nic(&token)?;
         out.write(&ip, "nicIp")
     })
 }

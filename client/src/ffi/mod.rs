@@ -1,4 +1,4 @@
-//! hipObject's C ABI (`include/hipobj.h`) over [`crate::api`].
+//! hipObject's C ABI (`include/hipobj.h`) over [`crate::c_semantics`].
 //!
 //! Every exported function runs its body inside `boundary::run`: a panic is
 //! caught there and reported as `hipObjInternalError` (or a fallback
@@ -21,6 +21,9 @@ pub use exports::*;
 pub use ops::CallbackOps;
 pub use types::{HipObjConfig, HipObjError, HipObjOps, RecvReplyFn, SendRequestFn};
 
+/// `HIPOBJ_BASE_ERR`: where hipObject's error codes start when mapped into
+/// a wider space.
+pub const HIPOBJ_BASE_ERR: i32 = 6000;
 /// `HIPOBJ_RDMA_OP_PUT`.
 pub const HIPOBJ_RDMA_OP_PUT: i32 = 0;
 /// `HIPOBJ_RDMA_OP_GET`.

@@ -1,8 +1,10 @@
 //! NIC topology: what the host's RDMA NICs are and where they sit.
 //!
 //! [`NicTopology`] is the library's only route to `/sys/class/infiniband`.
-//! [`SysfsTopology`] reads a (possibly fake) sysfs tree; [`FakeTopology`]
-//! answers from plain data, for tests of the modules above it.
+//! [`SysfsTopology`] reads a (possibly fake) sysfs tree; [`NoTopology`]
+//! knows no NICs (init then needs a `nicHint`). Tests of the modules above
+//! it answer from plain data with `testing::FakeTopology` (feature
+//! `testing`).
 //!
 //! Everything read from sysfs is treated as untrusted text: every file read
 //! is bounded to [`MAX_ATTR_BYTES`], every directory listing to
@@ -10,7 +12,6 @@
 //! nothing here panics on any content.
 
 use hipobj_fabric::{Gid, GidEntry, GidType};
-use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -225,35 +226,22 @@ impl NicTopology for SysfsTopology {
     }
 }
 
-/// A [`NicTopology`] answering from plain data, for tests.
-///
-/// [`NicTopology::gid_type`] looks the entry up in [`FakeTopology::gids`];
-/// an entry that isn't there is [`GidType::Unknown`].
-#[derive(Clone, Debug, Default)]
-pub struct FakeTopology {
-    /// What [`NicTopology::nics`] returns.
-    pub nics: Vec<NicInfo>,
-    /// GID tables by `(device, port)`.
-    pub gids: HashMap<(String, u8), Vec<GidEntry>>,
-}
+/// No topology: no NICs are known, so init needs a `nicHint` (a host
+/// without sysfs, or an application that names its NIC).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoTopology;
 
-impl NicTopology for FakeTopology {
+impl NicTopology for NoTopology {
     fn nics(&self) -> Vec<NicInfo> {
-        self.nics.clone()
+        Vec::new()
     }
 
-    fn gid_type(&self, device: &str, port: u8, index: u16) -> GidType {
-        self.gids
-            .get(&(device.to_owned(), port))
-            .and_then(|t| t.iter().find(|e| e.index == index))
-            .map_or(GidType::Unknown, |e| e.gid_type)
+    fn gid_type(&self, _device: &str, _port: u8, _index: u16) -> GidType {
+        GidType::Unknown
     }
 
-    fn gids(&self, device: &str, port: u8) -> Vec<GidEntry> {
-        self.gids
-            .get(&(device.to_owned(), port))
-            .cloned()
-            .unwrap_or_default()
+    fn gids(&self, _device: &str, _port: u8) -> Vec<GidEntry> {
+        Vec::new()
     }
 }
 
@@ -529,24 +517,5 @@ mod tests {
         for bad in ["", ".", "..", "a/b", "a\0b"] {
             assert!(!is_plain_name(bad), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn fake_answers_from_its_tables() {
-        let mut fake = FakeTopology::default();
-        fake.gids.insert(
-            ("dev0".into(), 1),
-            vec![GidEntry {
-                index: 3,
-                gid: Gid::ZERO,
-                gid_type: GidType::RoceV2,
-            }],
-        );
-        assert_eq!(fake.gid_type("dev0", 1, 3), GidType::RoceV2);
-        assert_eq!(fake.gid_type("dev0", 1, 4), GidType::Unknown);
-        assert_eq!(fake.gid_type("dev1", 1, 3), GidType::Unknown);
-        assert_eq!(fake.gids("dev0", 1).len(), 1);
-        assert!(fake.gids("dev0", 2).is_empty());
-        assert!(fake.nics().is_empty());
     }
 }

@@ -2,9 +2,11 @@
 //! software provider, and callbacks that talk to an in-process server peer.
 #![allow(dead_code)]
 
-use hipobj::platform::gpu::{FakeHip, NoHip};
-use hipobj::platform::topology::{FakeTopology, NicInfo, PortInfo};
+use hipobj::platform::gpu::NoHip;
+use hipobj::platform::topology::{NicInfo, PortInfo};
 use hipobj::platform::Platform;
+use hipobj::testing::FakeHip;
+use hipobj::testing::FakeTopology;
 use hipobj::testing::{GpuView, ServerPeer};
 use hipobj::{Config, Hipobj, Options, S3Ops};
 use hipobj_fabric::seam::Provider;
@@ -122,4 +124,18 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     hipobj_fabric::pattern::fill(seed, 0, &mut v);
     v
+}
+
+/// Waits until `done()` holds, checking it every millisecond; panics
+/// naming `what` if it does not within 60 s (a hang, not a timing check:
+/// the state is what the test waits for).
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }

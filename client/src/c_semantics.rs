@@ -1,5 +1,7 @@
-//! The library's functions as the C API has them, on the process-wide
-//! current instance. Each finds the instance once and passes it down, so a
+//! The C API's semantics: the library's functions as `include/hipobj.h`
+//! has them, on the process-wide current instance (`ffi::exports` calls
+//! them; the Rust API of a library of one's own is `Hipobj` in
+//! `handle.rs`). Each finds the instance once and passes it down, so a
 //! call keeps the instance it started with even if another thread shuts
 //! the library down meanwhile.
 

@@ -1,6 +1,4 @@
-//! Test support: a peer that plays the server's part of the protocol over
-//! any provider, and a provider wrapper that makes fake GPU memory behave
-//! as a NIC sees it.
+//! A peer that plays the server's part of the protocol over any provider.
 //!
 //! The peer is the smallest honest server: it runs the connect-first RC
 //! flow of docs/protocol.md (handshake, transfer by one-sided RDMA after
@@ -9,17 +7,14 @@
 //! original test server (RDMA at once, with no handshake). The RDMA S3
 //! front (gateway and test server) replaces it for end-to-end tests.
 
-use crate::platform::gpu::FakeHip;
-use hipobj_fabric::error::{FabricError, Result as FabricResult};
+use hipobj_fabric::error::Result as FabricResult;
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
-use hipobj_fabric::seam::{CqOps, DctOps, DeviceOps, MrOps, PdOps, Provider, QpInit, QpOps};
 use hipobj_fabric::{
-    AccessFlags, CompletionQueue, Device, DeviceInfo, GidEntry, PortAttr, ProtectionDomain, QpCap,
-    QpType, QueuePair, RemoteAddr, SendOp, SendWr, WcStatus,
+    AccessFlags, CompletionQueue, Device, ProtectionDomain, QpCap, QpType, QueuePair, RemoteAddr,
+    SendOp, SendWr, WcStatus,
 };
 use hipobj_wire::{Gid, Token, Transport};
 use std::collections::HashMap;
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -274,153 +269,5 @@ impl ServerPeer {
             .map_err(|_| "500".to_string())?;
         self.put_object(key, bytes);
         Ok("200".into())
-    }
-}
-
-/// A provider that shows fake GPU memory as a NIC would: a plain
-/// registration of device memory fails unless `plain_device_mr` is set,
-/// and dma-buf registration works when `dmabuf` is set (the fake's device
-/// memory is host memory at the I/O virtual address, so the inner provider
-/// registers that).
-#[derive(Debug)]
-pub struct GpuView {
-    inner: Arc<dyn Provider>,
-    hip: Arc<FakeHip>,
-    /// Whether dma-buf registration works.
-    pub dmabuf: bool,
-    /// Whether a plain MR over device memory works.
-    pub plain_device_mr: bool,
-}
-
-impl GpuView {
-    /// Wraps `inner`.
-    pub fn new(
-        inner: Arc<dyn Provider>,
-        hip: Arc<FakeHip>,
-        dmabuf: bool,
-        plain_device_mr: bool,
-    ) -> GpuView {
-        GpuView {
-            inner,
-            hip,
-            dmabuf,
-            plain_device_mr,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct ViewDevice {
-    inner: Arc<dyn DeviceOps>,
-    info: DeviceInfo,
-    hip: Arc<FakeHip>,
-    plain_device_mr: bool,
-}
-
-#[derive(Debug)]
-struct ViewPd {
-    inner: Arc<dyn PdOps>,
-    hip: Arc<FakeHip>,
-    dmabuf: bool,
-    plain_device_mr: bool,
-}
-
-impl Provider for GpuView {
-    fn name(&self) -> &'static str {
-        "gpu-view"
-    }
-    fn device_names(&self) -> FabricResult<Vec<String>> {
-        self.inner.device_names()
-    }
-    fn open_device(&self, name: &str) -> FabricResult<Arc<dyn DeviceOps>> {
-        let inner = self.inner.open_device(name)?;
-        let mut info = inner.info().clone();
-        info.supports_dmabuf = self.dmabuf;
-        Ok(Arc::new(ViewDevice {
-            inner,
-            info,
-            hip: self.hip.clone(),
-            plain_device_mr: self.plain_device_mr,
-        }))
-    }
-}
-
-impl DeviceOps for ViewDevice {
-    fn info(&self) -> &DeviceInfo {
-        &self.info
-    }
-    fn query_port(&self, port: u8) -> FabricResult<PortAttr> {
-        self.inner.query_port(port)
-    }
-    fn gid_table(&self, port: u8) -> FabricResult<Vec<GidEntry>> {
-        self.inner.gid_table(port)
-    }
-    fn alloc_pd(&self) -> FabricResult<Arc<dyn PdOps>> {
-        Ok(Arc::new(ViewPd {
-            inner: self.inner.alloc_pd()?,
-            hip: self.hip.clone(),
-            dmabuf: self.info.supports_dmabuf,
-            plain_device_mr: self.plain_device_mr,
-        }))
-    }
-    fn create_cq(&self, cqe: u32) -> FabricResult<Arc<dyn CqOps>> {
-        self.inner.create_cq(cqe)
-    }
-}
-
-impl PdOps for ViewPd {
-    unsafe fn reg_mr(
-        &self,
-        addr: *mut u8,
-        len: usize,
-        access: AccessFlags,
-    ) -> FabricResult<Box<dyn MrOps>> {
-        if !self.plain_device_mr && self.hip.is_device_range(addr as usize, len) {
-            return Err(FabricError::Os {
-                verb: "reg_mr",
-                source: std::io::Error::from_raw_os_error(libc::EFAULT),
-            });
-        }
-        // SAFETY: forwarded with the caller's promise.
-        unsafe { self.inner.reg_mr(addr, len, access) }
-    }
-
-    fn reg_dmabuf_mr(
-        &self,
-        _fd: RawFd,
-        offset: u64,
-        len: usize,
-        iova: u64,
-        access: AccessFlags,
-    ) -> FabricResult<Box<dyn MrOps>> {
-        if !self.dmabuf {
-            return Err(FabricError::Unsupported {
-                verb: "reg_dmabuf_mr",
-                provider: "gpu-view",
-            });
-        }
-        let addr = iova.checked_add(offset).unwrap_or(iova) as usize;
-        if !self.hip.is_device_range(addr, len) {
-            return Err(FabricError::Os {
-                verb: "reg_dmabuf_mr",
-                source: std::io::Error::from_raw_os_error(libc::EINVAL),
-            });
-        }
-        // SAFETY: the range is fake device memory, which the FakeHip keeps
-        // allocated for its whole lifetime, and the FakeHip outlives this PD.
-        unsafe { self.inner.reg_mr(addr as *mut u8, len, access) }
-    }
-
-    fn create_qp(&self, init: QpInit<'_>) -> FabricResult<Box<dyn QpOps>> {
-        self.inner.create_qp(init)
-    }
-
-    fn create_dct(
-        &self,
-        cq: &Arc<dyn CqOps>,
-        access: AccessFlags,
-        dc_key: u64,
-    ) -> FabricResult<Box<dyn DctOps>> {
-        self.inner.create_dct(cq, access, dc_key)
     }
 }

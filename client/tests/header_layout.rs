@@ -1,0 +1,311 @@
+//! `include/hipobj.h` against the Rust declarations of `src/ffi/types.rs`
+//! (and the constants of `ffi`, the error codes of `OpError`): a C program
+//! generated into a temporary directory prints, from the real header, the
+//! size and alignment of every type, the offset of every struct field, the
+//! value of every enumerator and of every numeric `#define`, and each is
+//! compared with the Rust side, as `fabric/tests/ibverbs_abi.rs` does for
+//! the verbs header.
+//!
+//! The header is also read as text: an enumerator or a numeric constant
+//! it declares that no check here names fails the test, so a new one
+//! cannot go unchecked.
+
+#![forbid(unsafe_code)]
+
+use hipobj::ffi::{self, HipObjConfig, HipObjError, HipObjOps};
+use hipobj::OpError;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::{c_int, c_void};
+use std::mem::{align_of, offset_of, size_of};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn header() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/include/hipobj.h"))
+}
+
+/// One value to compare: what is checked, the C expression computing it,
+/// and the Rust value.
+struct Check {
+    label: String,
+    c_expr: String,
+    rust: i64,
+}
+
+#[derive(Default)]
+struct Checks(Vec<Check>);
+
+impl Checks {
+    fn add(&mut self, label: impl Into<String>, c_expr: impl Into<String>, rust: i64) {
+        self.0.push(Check {
+            label: label.into(),
+            c_expr: c_expr.into(),
+            rust,
+        });
+    }
+
+    fn layout(&mut self, c_type: &str, size: usize, align: usize) {
+        self.add(
+            format!("sizeof({c_type})"),
+            format!("sizeof({c_type})"),
+            size as i64,
+        );
+        self.add(
+            format!("_Alignof({c_type})"),
+            format!("_Alignof({c_type})"),
+            align as i64,
+        );
+    }
+
+    fn offset(&mut self, c_type: &str, member: &str, rust: usize) {
+        self.add(
+            format!("offsetof({c_type}, {member})"),
+            format!("offsetof({c_type}, {member})"),
+            rust as i64,
+        );
+    }
+
+    /// An enumerator or a `#define`d number.
+    fn value(&mut self, name: &str, rust: i64) {
+        self.add(name, name, rust);
+    }
+}
+
+/// The enumerators of `hipObjOpError_t`, as `OpError` has them.
+const OP_ERRORS: [(&str, OpError); 14] = [
+    ("hipObjSuccess", OpError::Success),
+    ("hipObjInvalidValue", OpError::InvalidValue),
+    ("hipObjNotInitialized", OpError::NotInitialized),
+    ("hipObjAlreadyInitialized", OpError::AlreadyInitialized),
+    ("hipObjRdmaError", OpError::RdmaError),
+    ("hipObjS3Error", OpError::S3Error),
+    ("hipObjBufNotRegistered", OpError::BufNotRegistered),
+    ("hipObjBufAlreadyRegistered", OpError::BufAlreadyRegistered),
+    ("hipObjNicNotFound", OpError::NicNotFound),
+    ("hipObjDmabufNotSupported", OpError::DmabufNotSupported),
+    ("hipObjSizeTooLarge", OpError::SizeTooLarge),
+    ("hipObjInternalError", OpError::InternalError),
+    ("hipObjNotSupported", OpError::NotSupported),
+    ("hipObjBusy", OpError::Busy),
+];
+
+/// The header's numeric constants, as the crate has them.
+fn constants() -> Vec<(&'static str, i64)> {
+    let (major, minor, patch) = hipobj::VERSION;
+    vec![
+        ("HIPOBJ_VERSION_MAJOR", i64::from(major)),
+        ("HIPOBJ_VERSION_MINOR", i64::from(minor)),
+        ("HIPOBJ_VERSION_PATCH", i64::from(patch)),
+        ("HIPOBJ_BASE_ERR", i64::from(ffi::HIPOBJ_BASE_ERR)),
+        ("HIPOBJ_RDMA_OP_PUT", i64::from(ffi::HIPOBJ_RDMA_OP_PUT)),
+        ("HIPOBJ_RDMA_OP_GET", i64::from(ffi::HIPOBJ_RDMA_OP_GET)),
+        (
+            "HIPOBJ_RDMA_REPLY_NOT_IMPLEMENTED",
+            i64::from(ffi::HIPOBJ_RDMA_REPLY_NOT_IMPLEMENTED),
+        ),
+        (
+            "HIPOBJ_RDMA_REPLY_RECONNECT",
+            i64::from(ffi::HIPOBJ_RDMA_REPLY_RECONNECT),
+        ),
+        ("HIPOBJ_SYNC_TO_HOST", i64::from(ffi::HIPOBJ_SYNC_TO_HOST)),
+        (
+            "HIPOBJ_SYNC_TO_DEVICE",
+            i64::from(ffi::HIPOBJ_SYNC_TO_DEVICE),
+        ),
+    ]
+}
+
+fn checks() -> Checks {
+    let mut c = Checks::default();
+    // The enum is an int on both sides (`HipObjError::op_error`, the
+    // argument of `hipObjGetErrorString`).
+    c.layout("hipObjOpError_t", size_of::<c_int>(), align_of::<c_int>());
+    for (name, op) in OP_ERRORS {
+        c.value(name, op as i64);
+    }
+
+    c.layout(
+        "hipObjError_t",
+        size_of::<HipObjError>(),
+        align_of::<HipObjError>(),
+    );
+    c.offset(
+        "hipObjError_t",
+        "opError",
+        offset_of!(HipObjError, op_error),
+    );
+    c.offset(
+        "hipObjError_t",
+        "hipError",
+        offset_of!(HipObjError, hip_error),
+    );
+    let success = HipObjError::SUCCESS;
+    c.add(
+        "HIPOBJ_SUCCESS.opError",
+        "HIPOBJ_SUCCESS.opError",
+        i64::from(success.op_error),
+    );
+    c.add(
+        "HIPOBJ_SUCCESS.hipError",
+        "HIPOBJ_SUCCESS.hipError",
+        i64::from(success.hip_error),
+    );
+
+    c.layout(
+        "hipObjHandle_t",
+        size_of::<*mut c_void>(),
+        align_of::<*mut c_void>(),
+    );
+
+    c.layout(
+        "hipObjOps_t",
+        size_of::<HipObjOps>(),
+        align_of::<HipObjOps>(),
+    );
+    c.offset(
+        "hipObjOps_t",
+        "sendRequest",
+        offset_of!(HipObjOps, send_request),
+    );
+    c.offset(
+        "hipObjOps_t",
+        "recvReply",
+        offset_of!(HipObjOps, recv_reply),
+    );
+
+    c.layout(
+        "hipObjConfig_t",
+        size_of::<HipObjConfig>(),
+        align_of::<HipObjConfig>(),
+    );
+    for (c_name, rust) in [
+        ("endpoint", offset_of!(HipObjConfig, endpoint)),
+        ("region", offset_of!(HipObjConfig, region)),
+        ("accessKey", offset_of!(HipObjConfig, access_key)),
+        ("secretKey", offset_of!(HipObjConfig, secret_key)),
+        ("flags", offset_of!(HipObjConfig, flags)),
+        ("gpuDevice", offset_of!(HipObjConfig, gpu_device)),
+        ("nicHint", offset_of!(HipObjConfig, nic_hint)),
+    ] {
+        c.offset("hipObjConfig_t", c_name, rust);
+    }
+
+    // The scalar types of the functions' arguments.
+    c.layout("size_t", size_of::<usize>(), align_of::<usize>());
+    c.layout("off_t", size_of::<libc::off_t>(), align_of::<libc::off_t>());
+
+    for (name, rust) in constants() {
+        c.value(name, rust);
+    }
+    c
+}
+
+/// The enumerators and numeric `#define`s the header declares.
+fn declared_names() -> BTreeSet<String> {
+    let text = std::fs::read_to_string(header()).expect("read include/hipobj.h");
+    let mut names = BTreeSet::new();
+    let mut in_enum = false;
+    for line in text.lines() {
+        let l = line.trim();
+        if l.starts_with("typedef enum") {
+            in_enum = true;
+            continue;
+        }
+        if in_enum {
+            if l.starts_with('}') {
+                in_enum = false;
+                continue;
+            }
+            if let Some((name, _)) = l.split_once('=') {
+                names.insert(name.trim().to_string());
+            }
+            continue;
+        }
+        let mut words = l.split_whitespace();
+        if words.next() == Some("#define") {
+            if let (Some(name), Some(value)) = (words.next(), words.next()) {
+                if value.parse::<i64>().is_ok() {
+                    names.insert(name.to_string());
+                }
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn every_enumerator_and_constant_of_the_header_is_checked() {
+    let declared = declared_names();
+    let checked: BTreeSet<String> = OP_ERRORS
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .chain(constants().into_iter().map(|(n, _)| n.to_string()))
+        .collect();
+    assert_eq!(
+        declared, checked,
+        "the header's enumerators and numeric constants against the checks"
+    );
+    // Every OpError has its enumerator.
+    for v in 0..=64 {
+        if let Some(op) = OpError::from_raw(v) {
+            assert!(
+                OP_ERRORS.iter().any(|(_, o)| *o == op),
+                "{op:?} has no enumerator in the header"
+            );
+        }
+    }
+}
+
+#[test]
+fn rust_declarations_match_the_header() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let checks = checks();
+    let mut src = format!(
+        "#include <stddef.h>\n#include <stdio.h>\n#include \"{}\"\nint main(void) {{\n",
+        header().display()
+    );
+    for (i, ch) in checks.0.iter().enumerate() {
+        src.push_str(&format!(
+            "    printf(\"%d %lld\\n\", {i}, (long long)({}));\n",
+            ch.c_expr
+        ));
+    }
+    src.push_str("    return 0;\n}\n");
+    let c_file = dir.path().join("layout.c");
+    let exe = dir.path().join("layout");
+    std::fs::write(&c_file, &src).expect("write layout.c");
+    let out = Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-o"])
+        .arg(&exe)
+        .arg(&c_file)
+        .output()
+        .expect("run gcc");
+    assert!(
+        out.status.success(),
+        "compiling {} failed:\n{}",
+        c_file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Command::new(&exe).output().expect("run the layout program");
+    assert!(run.status.success(), "the layout program failed");
+    let printed: BTreeMap<usize, i64> = String::from_utf8_lossy(&run.stdout)
+        .lines()
+        .map(|l| {
+            let (i, v) = l.split_once(' ').expect("index value");
+            (i.parse().unwrap(), v.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(printed.len(), checks.0.len(), "one line per check");
+    let bad: Vec<String> = checks
+        .0
+        .iter()
+        .enumerate()
+        .filter(|(i, ch)| printed[i] != ch.rust)
+        .map(|(i, ch)| format!("{}: C {} but Rust {}", ch.label, printed[&i], ch.rust))
+        .collect();
+    println!(
+        "checked {} sizes, alignments, offsets, enumerators and constants against include/hipobj.h",
+        checks.0.len()
+    );
+    assert!(bad.is_empty(), "ABI mismatches:\n{}", bad.join("\n"));
+}
