@@ -34,6 +34,15 @@ pub enum FabricError {
         /// The provider's name.
         provider: &'static str,
     },
+    /// The provider could do this with a library or device this host
+    /// lacks (`EOPNOTSUPP`); `why` says what is missing.
+    #[error("{verb}: not available: {why}")]
+    NotAvailable {
+        /// The failing verb.
+        verb: &'static str,
+        /// What is missing.
+        why: String,
+    },
     /// The completion queue overflowed; completions were lost.
     #[error("completion queue overrun: more than {capacity} completions were not polled")]
     CqOverrun {
@@ -58,7 +67,7 @@ impl FabricError {
             FabricError::NoDevice(_) => libc::ENODEV,
             FabricError::Invalid { .. } => libc::EINVAL,
             FabricError::NoResources { .. } => libc::ENOMEM,
-            FabricError::Unsupported { .. } => libc::EOPNOTSUPP,
+            FabricError::Unsupported { .. } | FabricError::NotAvailable { .. } => libc::EOPNOTSUPP,
             FabricError::CqOverrun { .. } => libc::EOVERFLOW,
             FabricError::Os { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         }

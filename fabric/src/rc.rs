@@ -202,6 +202,7 @@ mod tests {
             max_mr_size: u64::MAX,
             supports_dmabuf: false,
             supports_dc: false,
+            dc_unavailable: Some("a test device".to_string()),
             max_qp_rd_atom: dest,
             max_qp_init_rd_atom: init,
         }

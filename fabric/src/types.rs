@@ -300,6 +300,12 @@ pub struct RemoteAddr {
     pub rkey: u32,
 }
 
+/// cuObject's public DC access key (`0xffeeddcc`, perftest's default too).
+/// Anyone who knows it, a target's DCT number and an rkey can reach that
+/// target's memory: use it only as an explicit choice, to serve cuObject
+/// clients or to be one. Creating a DC target with it logs a warning.
+pub const CUOBJECT_DC_KEY: u64 = 0xffee_ddcc;
+
 /// Where a DC initiator's work request goes: the target's address, DCT
 /// number and DC access key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -604,6 +610,9 @@ pub struct DeviceInfo {
     pub supports_dmabuf: bool,
     /// Whether DC (dynamic connection) QPs can be created.
     pub supports_dc: bool,
+    /// Why not, when `supports_dc` is false (the library or device that is
+    /// missing), for the logs and for the answers that decline DC.
+    pub dc_unavailable: Option<String>,
     /// Outstanding RDMA READs a QP may accept as responder (`max_qp_rd_atom`).
     pub max_qp_rd_atom: u32,
     /// Outstanding RDMA READs a QP may issue (`max_qp_init_rd_atom`).

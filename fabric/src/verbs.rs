@@ -151,7 +151,9 @@ impl ProtectionDomain {
         })
     }
 
-    /// Creates a DC target with the DC access key `dc_key`.
+    /// Creates a DC target with the DC access key `dc_key` (a warning is
+    /// logged when it is [`CUOBJECT_DC_KEY`](crate::CUOBJECT_DC_KEY), the
+    /// public one).
     pub fn create_dct(
         &self,
         cq: &CompletionQueue,
@@ -159,6 +161,14 @@ impl ProtectionDomain {
         dc_key: u64,
     ) -> Result<DcTarget> {
         let ops = self.ops.create_dct(&cq.ops, access, dc_key)?;
+        if dc_key == crate::types::CUOBJECT_DC_KEY {
+            tracing::warn!(
+                dct_num = ops.dct_num(),
+                "DC target created with cuObject's public DC key 0xffeeddcc: any initiator \
+                 that learns its number and an rkey can reach this memory; use a private \
+                 key unless cuObject peers need this one"
+            );
+        }
         Ok(DcTarget {
             ops,
             _pd: self.clone(),

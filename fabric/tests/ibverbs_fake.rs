@@ -12,131 +12,22 @@
 //! `REQUIRE_IBVERBS_HEADERS` is set.
 
 mod abi;
+mod fakelib;
 
 use abi::Fake;
-use hipobj_fabric::ibverbs::VerbsProvider;
+use fakelib::FakeLib;
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::seam::Provider;
 use hipobj_fabric::{
     AccessFlags, Device, FabricError, Gid, GidType, LinkLayer, Mtu, PortState, QpAttr, QpAttrMask,
     QpCap, QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus,
 };
-use std::ffi::{c_char, c_int, CStr};
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 const RW: AccessFlags = AccessFlags(
     AccessFlags::LOCAL_WRITE.0 | AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0,
 );
-
-/// The fake's state is global to the library: one test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// The fake library, loaded a second time (same handle) to reach its knobs.
-struct FakeLib {
-    lib: libloading::Library,
-    path: PathBuf,
-    _serial: MutexGuard<'static, ()>,
-}
-
-impl FakeLib {
-    fn get(variant: Fake) -> Option<FakeLib> {
-        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let path = match abi::fake_lib(variant) {
-            Ok(p) => p,
-            Err(why) => {
-                abi::skip_or_fail("ibverbs_fake", &why);
-                return None;
-            }
-        };
-        // SAFETY: the fake has no constructors; loading it is inert.
-        let lib = unsafe { libloading::Library::new(&path) }.expect("load the fake");
-        let f = FakeLib {
-            lib,
-            path,
-            _serial: serial,
-        };
-        f.set_mode(0);
-        f.set_extended(1);
-        f.clear_log();
-        Some(f)
-    }
-
-    fn provider(&self) -> VerbsProvider {
-        VerbsProvider::with_library(self.path.to_string_lossy().into_owned())
-    }
-
-    fn call_int(&self, name: &str, v: c_int) {
-        let cname = format!("{name}\0");
-        // SAFETY: the fake defines `void name(int)`.
-        unsafe {
-            let f = self
-                .lib
-                .get::<unsafe extern "C" fn(c_int)>(cname.as_bytes())
-                .expect(name);
-            f(v)
-        }
-    }
-
-    fn set_mode(&self, m: c_int) {
-        self.call_int("fake_set_mode", m);
-    }
-
-    fn set_extended(&self, e: c_int) {
-        self.call_int("fake_set_extended", e);
-    }
-
-    fn clear_log(&self) {
-        // SAFETY: the fake defines `void fake_clear_log(void)`.
-        unsafe {
-            let f = self
-                .lib
-                .get::<unsafe extern "C" fn()>(b"fake_clear_log\0")
-                .expect("fake_clear_log");
-            f()
-        }
-    }
-
-    fn log(&self) -> Vec<String> {
-        // SAFETY: the fake defines `const char *fake_log(void)`, returning
-        // its NUL-terminated log, which is copied out at once.
-        unsafe {
-            let f = self
-                .lib
-                .get::<unsafe extern "C" fn() -> *const c_char>(b"fake_log\0")
-                .expect("fake_log");
-            CStr::from_ptr(f())
-                .to_string_lossy()
-                .lines()
-                .map(str::to_string)
-                .collect()
-        }
-    }
-
-    fn live_objects(&self) -> c_int {
-        // SAFETY: the fake defines `int fake_live_objects(void)`.
-        unsafe {
-            let f = self
-                .lib
-                .get::<unsafe extern "C" fn() -> c_int>(b"fake_live_objects\0")
-                .expect("fake_live_objects");
-            f()
-        }
-    }
-
-    /// The one log line starting with `prefix`, after clearing nothing.
-    fn line(&self, prefix: &str) -> String {
-        let lines: Vec<String> = self
-            .log()
-            .into_iter()
-            .filter(|l| l.starts_with(prefix))
-            .collect();
-        assert_eq!(lines.len(), 1, "one {prefix:?} line in {:#?}", self.log());
-        lines[0].clone()
-    }
-}
 
 fn no_device_message(r: hipobj_fabric::Result<Vec<String>>) -> String {
     match r {
@@ -355,14 +246,23 @@ fn an_rc_qp_is_created_connected_used_and_torn_down_as_libibverbs_expects() {
     assert_eq!(qp.qp_type(), QpType::Rc);
     let qpn = qp.qp_num();
     assert!(qpn >= 0x100);
-    assert!(matches!(
-        pd.create_qp(QpType::DcInitiator, &cq, &cq, QpCap::default()),
-        Err(FabricError::Unsupported { .. })
-    ));
-    assert!(matches!(
-        pd.create_dct(&cq, RW, 1),
-        Err(FabricError::Unsupported { .. })
-    ));
+    // No libmlx5 goes with this libibverbs: no DC, and the reason.
+    let why = info.dc_unavailable.clone().expect("a reason");
+    assert!(
+        why.starts_with("DC needs libmlx5: no libmlx5 is named for the libibverbs at "),
+        "{why}"
+    );
+    assert!(why.ends_with("(VerbsProvider::mlx5_library)"), "{why}");
+    let e = pd
+        .create_qp(QpType::DcInitiator, &cq, &cq, QpCap::default())
+        .unwrap_err();
+    assert_eq!(e.errno(), libc::EOPNOTSUPP);
+    assert_eq!(
+        e.to_string(),
+        format!("create_qp (DC initiator): not available: {why}")
+    );
+    let e = pd.create_dct(&cq, RW, 1).unwrap_err();
+    assert_eq!(e.to_string(), format!("create_dct: not available: {why}"));
 
     // RESET -> INIT -> RTR -> RTS with hipObject's attributes.
     fake.clear_log();

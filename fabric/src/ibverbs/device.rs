@@ -1,19 +1,18 @@
 //! [`VerbsDevice`]: an open libibverbs context, its port and GID table,
 //! and the PDs, CQs and completion channels made from it.
 
-use super::abi::{ibv_comp_channel, ibv_gid};
+use super::abi::ibv_comp_channel;
 use super::convert;
 use super::cq::VerbsCq;
 use super::inner::{DeviceInner, PdInner};
-use super::os::{check, errno, os_err, PROVIDER};
+use super::mlx5dv::{DcPd, DcSupport};
+use super::os::{errno, os_err, PROVIDER};
 use super::pd::VerbsPd;
-use super::sysfs;
 use crate::error::{FabricError, Result};
 use crate::seam::{CqOps, DeviceOps, PdOps};
 use crate::types::{DeviceInfo, GidEntry, PortAttr};
 use std::ffi::c_int;
 use std::io;
-use std::path::Path;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
@@ -22,17 +21,8 @@ use std::sync::Arc;
 pub struct VerbsDevice {
     pub(super) inner: Arc<DeviceInner>,
     pub(super) info: DeviceInfo,
-}
-
-impl VerbsDevice {
-    fn gid(&self, port: u8, index: c_int) -> Result<ibv_gid> {
-        let mut gid = ibv_gid::default();
-        // SAFETY: the context is open; `gid` is a valid, writable ibv_gid.
-        let rc =
-            unsafe { (self.inner.lib.query_gid)(self.inner.ctx.as_ptr(), port, index, &mut gid) };
-        check("ibv_query_gid", rc)?;
-        Ok(gid)
-    }
+    /// libmlx5, or why this device has no DC.
+    pub(super) dc: DcSupport,
 }
 
 impl DeviceOps for VerbsDevice {
@@ -50,47 +40,19 @@ impl DeviceOps for VerbsDevice {
     /// those libibverbs can't read are left out), each with its type from
     /// sysfs.
     fn gid_table(&self, port: u8) -> Result<Vec<GidEntry>> {
-        let attr = self.inner.query_port_raw(port)?;
-        let link_layer = convert::port_attr_from_raw(&attr).link_layer;
-        let len = u16::try_from(attr.gid_tbl_len.max(0)).unwrap_or(u16::MAX);
-        let mut out = Vec::new();
-        for index in 0..len {
-            let gid = match self.gid(port, c_int::from(index)) {
-                Ok(g) => convert::gid_from_raw(&g),
-                Err(e) => {
-                    tracing::trace!(device = %self.info.name, port, index, error = %e, "GID skipped");
-                    continue;
-                }
-            };
-            if gid.is_zero() {
-                continue;
-            }
-            let gid_type = sysfs::gid_type(
-                Path::new(&self.inner.sysfs_root),
-                &self.inner.name,
-                port,
-                index,
-                link_layer,
-            );
-            out.push(GidEntry {
-                index,
-                gid,
-                gid_type,
-            });
-        }
-        Ok(out)
+        self.inner.gid_table(port)
     }
 
     fn alloc_pd(&self) -> Result<Arc<dyn PdOps>> {
         // SAFETY: the context is open.
         let pd = unsafe { (self.inner.lib.alloc_pd)(self.inner.ctx.as_ptr()) };
         let pd = NonNull::new(pd).ok_or_else(|| os_err("ibv_alloc_pd", errno()))?;
-        Ok(Arc::new(VerbsPd {
-            inner: Arc::new(PdInner {
-                pd,
-                dev: self.inner.clone(),
-            }),
-        }))
+        let inner = Arc::new(PdInner {
+            pd,
+            dev: self.inner.clone(),
+        });
+        let dc = DcPd::new(&self.dc, &inner).map(Arc::new);
+        Ok(Arc::new(VerbsPd { inner, dc }))
     }
 
     fn create_cq(&self, cqe: u32) -> Result<Arc<dyn CqOps>> {

@@ -3,14 +3,19 @@
 //! released only after its children.
 
 use super::abi::{
-    ibv_context, ibv_pd, ibv_port_attr, verbs_context, VerbsQueryPortFn, VERBS_ABI_IS_EXTENDED,
+    ibv_context, ibv_gid, ibv_pd, ibv_port_attr, verbs_context, VerbsQueryPortFn,
+    VERBS_ABI_IS_EXTENDED,
 };
+use super::convert;
 use super::loader::IbvLib;
 use super::os::check;
+use super::sysfs;
 use crate::error::Result;
+use crate::types::GidEntry;
+use std::ffi::c_int;
 use std::fmt;
 use std::mem::{offset_of, size_of};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -100,6 +105,49 @@ impl DeviceInner {
         };
         check("ibv_query_port", rc)?;
         Ok(attr)
+    }
+
+    fn gid(&self, port: u8, index: c_int) -> Result<ibv_gid> {
+        let mut gid = ibv_gid::default();
+        // SAFETY: the context is open; `gid` is a valid, writable ibv_gid.
+        let rc = unsafe { (self.lib.query_gid)(self.ctx.as_ptr(), port, index, &mut gid) };
+        check("ibv_query_gid", rc)?;
+        Ok(gid)
+    }
+
+    /// The configured entries of the port's GID table (all-zero entries and
+    /// those libibverbs can't read are left out), each with its type from
+    /// sysfs.
+    pub(super) fn gid_table(&self, port: u8) -> Result<Vec<GidEntry>> {
+        let attr = self.query_port_raw(port)?;
+        let link_layer = convert::port_attr_from_raw(&attr).link_layer;
+        let len = u16::try_from(attr.gid_tbl_len.max(0)).unwrap_or(u16::MAX);
+        let mut out = Vec::new();
+        for index in 0..len {
+            let gid = match self.gid(port, c_int::from(index)) {
+                Ok(g) => convert::gid_from_raw(&g),
+                Err(e) => {
+                    tracing::trace!(device = %self.name, port, index, error = %e, "GID skipped");
+                    continue;
+                }
+            };
+            if gid.is_zero() {
+                continue;
+            }
+            let gid_type = sysfs::gid_type(
+                Path::new(&self.sysfs_root),
+                &self.name,
+                port,
+                index,
+                link_layer,
+            );
+            out.push(GidEntry {
+                index,
+                gid,
+                gid_type,
+            });
+        }
+        Ok(out)
     }
 }
 

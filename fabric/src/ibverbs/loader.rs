@@ -17,9 +17,10 @@
 //! ops table, as the inline functions do.
 
 use super::abi::{
-    ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_device_attr, ibv_gid, ibv_mr, ibv_pd,
-    ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_init_attr,
+    ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_device_attr, ibv_gid,
+    ibv_mr, ibv_pd, ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_init_attr,
 };
+use super::abi_ex::{ibv_ah, ibv_qp_ex, ibv_srq, ibv_srq_init_attr};
 use crate::error::{FabricError, Result};
 use libloading::Library;
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -121,6 +122,17 @@ pub type QueryQpFn = unsafe extern "C" fn(
 ) -> c_int;
 /// `ibv_destroy_qp`.
 pub type DestroyQpFn = unsafe extern "C" fn(qp: *mut ibv_qp) -> c_int;
+/// `ibv_create_ah`.
+pub type CreateAhFn = unsafe extern "C" fn(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah;
+/// `ibv_destroy_ah`.
+pub type DestroyAhFn = unsafe extern "C" fn(ah: *mut ibv_ah) -> c_int;
+/// `ibv_create_srq`.
+pub type CreateSrqFn =
+    unsafe extern "C" fn(pd: *mut ibv_pd, init: *mut ibv_srq_init_attr) -> *mut ibv_srq;
+/// `ibv_destroy_srq`.
+pub type DestroySrqFn = unsafe extern "C" fn(srq: *mut ibv_srq) -> c_int;
+/// `ibv_qp_to_qp_ex`.
+pub type QpToQpExFn = unsafe extern "C" fn(qp: *mut ibv_qp) -> *mut ibv_qp_ex;
 
 /// The required symbols, in the order [`IbvLib`] holds them.
 pub const REQUIRED_SYMBOLS: [&str; 19] = [
@@ -149,7 +161,7 @@ pub const REQUIRED_SYMBOLS: [&str; 19] = [
 
 /// The optional symbols: absent from older libraries, and the provider
 /// works without them.
-pub const OPTIONAL_SYMBOLS: [&str; 6] = [
+pub const OPTIONAL_SYMBOLS: [&str; 11] = [
     "ibv_reg_dmabuf_mr",
     "ibv_reg_mr_iova2",
     // The completion channel, used as a set: without all four, CQs have
@@ -158,7 +170,24 @@ pub const OPTIONAL_SYMBOLS: [&str; 6] = [
     "ibv_destroy_comp_channel",
     "ibv_get_cq_event",
     "ibv_ack_cq_events",
+    // What DC (through libmlx5) needs besides libmlx5, used as a set:
+    // without all five there is no DC.
+    "ibv_create_ah",
+    "ibv_destroy_ah",
+    "ibv_create_srq",
+    "ibv_destroy_srq",
+    "ibv_qp_to_qp_ex",
 ];
+
+/// The libibverbs functions DC needs, all five or none.
+#[derive(Clone, Copy, Debug)]
+pub struct DcVerbsFns {
+    pub(crate) create_ah: CreateAhFn,
+    pub(crate) destroy_ah: DestroyAhFn,
+    pub(crate) create_srq: CreateSrqFn,
+    pub(crate) destroy_srq: DestroySrqFn,
+    pub(crate) qp_to_qp_ex: QpToQpExFn,
+}
 
 /// The completion-channel functions, all four or none.
 #[derive(Clone, Copy, Debug)]
@@ -196,6 +225,7 @@ pub struct IbvLib {
     pub(crate) modify_qp: ModifyQpFn,
     pub(crate) query_qp: QueryQpFn,
     pub(crate) destroy_qp: DestroyQpFn,
+    pub(crate) dc: Option<DcVerbsFns>,
     // Last, so the function pointers above are never used after it closes.
     _lib: Library,
 }
@@ -260,7 +290,8 @@ impl IbvLib {
         // SAFETY: every `sym` and `optional_sym` call below names a function
         // whose prototype in <infiniband/verbs.h> (rdma-core 44) is the type
         // alias it is resolved as; these prototypes have been stable since
-        // libibverbs 1.1 (1.8 and 1.12 for the optional two).
+        // libibverbs 1.1 (1.8 and 1.12 for the optional two, IBVERBS_1.6
+        // for ibv_qp_to_qp_ex).
         let table = unsafe {
             IbvLib {
                 path: path.to_string(),
@@ -300,6 +331,28 @@ impl IbvLib {
                 modify_qp: sym(&lib, path, "ibv_modify_qp")?,
                 query_qp: sym(&lib, path, "ibv_query_qp")?,
                 destroy_qp: sym(&lib, path, "ibv_destroy_qp")?,
+                dc: match (
+                    optional_sym(&lib, "ibv_create_ah"),
+                    optional_sym(&lib, "ibv_destroy_ah"),
+                    optional_sym(&lib, "ibv_create_srq"),
+                    optional_sym(&lib, "ibv_destroy_srq"),
+                    optional_sym(&lib, "ibv_qp_to_qp_ex"),
+                ) {
+                    (
+                        Some(create_ah),
+                        Some(destroy_ah),
+                        Some(create_srq),
+                        Some(destroy_srq),
+                        Some(qp_to_qp_ex),
+                    ) => Some(DcVerbsFns {
+                        create_ah,
+                        destroy_ah,
+                        create_srq,
+                        destroy_srq,
+                        qp_to_qp_ex,
+                    }),
+                    _ => None,
+                },
                 _lib: lib,
             }
         };
@@ -335,6 +388,12 @@ impl IbvLib {
         self.comp_channel.is_some()
     }
 
+    /// Whether the functions DC needs (address handles, SRQs,
+    /// `ibv_qp_to_qp_ex`) are all there.
+    pub fn has_dc_verbs(&self) -> bool {
+        self.dc.is_some()
+    }
+
     /// Every symbol the table knows, with whether it was found (required
     /// ones always were, or the table would not exist).
     pub fn symbols(&self) -> Vec<(&'static str, bool)> {
@@ -342,8 +401,11 @@ impl IbvLib {
             REQUIRED_SYMBOLS.iter().map(|&n| (n, true)).collect();
         v.push(("ibv_reg_dmabuf_mr", self.has_reg_dmabuf_mr()));
         v.push(("ibv_reg_mr_iova2", self.has_reg_mr_iova2()));
-        for name in &OPTIONAL_SYMBOLS[2..] {
+        for name in &OPTIONAL_SYMBOLS[2..6] {
             v.push((name, self.has_comp_channel()));
+        }
+        for name in &OPTIONAL_SYMBOLS[6..] {
+            v.push((name, self.has_dc_verbs()));
         }
         v
     }

@@ -9,21 +9,26 @@
 //! them: device list and open by name, port and GID table (types from
 //! sysfs), PDs, plain and dma-buf MRs, CQs polled through the context's ops
 //! table, RC QPs (create, modify, query, post), all released in `Drop`,
-//! children before parents. DC needs mlx5dv and is `Unsupported`.
+//! children before parents. DC initiators and targets go through
+//! `libmlx5.so.1` ([`mlx5dv`]), on ConnectX devices only; elsewhere they
+//! are [`FabricError::NotAvailable`] saying why.
 //!
 //! Without devices, listing or opening one is [`FabricError::NoDevice`]
 //! saying why: libibverbs couldn't be loaded, the kernel has no InfiniBand
 //! support (`ibv_get_device_list` fails with ENOSYS), or there are none.
 //!
 //! [`FabricError::NoDevice`]: crate::FabricError::NoDevice
+//! [`FabricError::NotAvailable`]: crate::FabricError::NotAvailable
 
 pub mod abi;
+pub mod abi_ex;
 mod convert;
 pub mod loader;
 // In dependency order: each module uses only those above it.
 mod cq;
 mod device;
 mod inner;
+pub mod mlx5dv;
 mod mr;
 mod os;
 mod pd;

@@ -5,6 +5,7 @@ use super::abi::{
 };
 use super::cq::VerbsCq;
 use super::inner::PdInner;
+use super::mlx5dv::{self, DcPd};
 use super::mr::VerbsMr;
 use super::os::{errno, os_err, PROVIDER};
 use super::qp::VerbsQp;
@@ -20,6 +21,16 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct VerbsPd {
     pub(super) inner: Arc<PdInner>,
+    /// The DC side, or why the device has none.
+    pub(super) dc: std::result::Result<Arc<DcPd>, String>,
+}
+
+/// The libibverbs CQ behind a seam CQ of this provider.
+fn cq_of(verb: &'static str, cq: &Arc<dyn CqOps>) -> Result<*mut ibv_cq> {
+    cq.as_any()
+        .downcast_ref::<VerbsCq>()
+        .map(|c| c.cq.as_ptr())
+        .ok_or_else(|| FabricError::invalid(verb, "a CQ of another provider"))
 }
 
 impl VerbsPd {
@@ -100,21 +111,17 @@ impl PdOps for VerbsPd {
     }
 
     fn create_qp(&self, init: QpInit<'_>) -> Result<Box<dyn QpOps>> {
-        if init.qp_type != QpType::Rc {
-            return Err(FabricError::Unsupported {
-                verb: "create_qp (DC initiator, needs mlx5dv)",
-                provider: PROVIDER,
-            });
+        if init.qp_type == QpType::DcInitiator {
+            let send_cq = cq_of("mlx5dv_create_qp", init.send_cq)?;
+            let recv_cq = cq_of("mlx5dv_create_qp", init.recv_cq)?;
+            return match &self.dc {
+                Ok(dc) => mlx5dv::dci::create(dc, &init, send_cq, recv_cq),
+                Err(why) => Err(mlx5dv::not_available("create_qp (DC initiator)", why)),
+            };
         }
-        let cq_of = |cq: &Arc<dyn CqOps>| -> Result<*mut ibv_cq> {
-            cq.as_any()
-                .downcast_ref::<VerbsCq>()
-                .map(|c| c.cq.as_ptr())
-                .ok_or_else(|| FabricError::invalid("ibv_create_qp", "a CQ of another provider"))
-        };
         let mut attr = ibv_qp_init_attr {
-            send_cq: cq_of(init.send_cq)?,
-            recv_cq: cq_of(init.recv_cq)?,
+            send_cq: cq_of("ibv_create_qp", init.send_cq)?,
+            recv_cq: cq_of("ibv_create_qp", init.recv_cq)?,
             cap: ibv_qp_cap {
                 max_send_wr: init.cap.max_send_wr,
                 max_recv_wr: init.cap.max_recv_wr,
@@ -150,13 +157,14 @@ impl PdOps for VerbsPd {
 
     fn create_dct(
         &self,
-        _cq: &Arc<dyn CqOps>,
-        _access: AccessFlags,
-        _dc_key: u64,
+        cq: &Arc<dyn CqOps>,
+        access: AccessFlags,
+        dc_key: u64,
     ) -> Result<Box<dyn DctOps>> {
-        Err(FabricError::Unsupported {
-            verb: "create_dct (needs mlx5dv)",
-            provider: PROVIDER,
-        })
+        let raw_cq = cq_of("mlx5dv_create_qp", cq)?;
+        match &self.dc {
+            Ok(dc) => mlx5dv::dct::create(dc, cq, raw_cq, access, dc_key),
+            Err(why) => Err(mlx5dv::not_available("create_dct", why)),
+        }
     }
 }

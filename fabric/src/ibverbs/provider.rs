@@ -18,6 +18,7 @@ use super::convert;
 use super::device::VerbsDevice;
 use super::inner::DeviceInner;
 use super::loader::{self, IbvLib};
+use super::mlx5dv::{self, Mlx5Lib};
 use super::os::{check, errno, os_err, PROVIDER};
 use super::sysfs;
 use crate::error::{FabricError, Result};
@@ -42,11 +43,27 @@ pub(super) enum LibSource {
     },
 }
 
+/// Where the provider gets libmlx5 (for DC) from.
+#[derive(Clone)]
+pub(super) enum Mlx5Source {
+    /// [`mlx5dv::libmlx5`]: the soname, loaded once per process.
+    Default,
+    /// A chosen soname or path, loaded once per provider (and its clones).
+    Path {
+        path: String,
+        cell: Arc<OnceLock<std::result::Result<Arc<Mlx5Lib>, String>>>,
+    },
+    /// None: DC is unavailable, for the reason given.
+    Off(String),
+}
+
 /// The libibverbs provider: real RDMA devices (mlx5, bnxt_re, ionic, rxe,
-/// ...) through `libibverbs.so.1`, loaded on first use.
+/// ...) through `libibverbs.so.1`, loaded on first use, and DC on mlx5
+/// devices through `libmlx5.so.1`.
 #[derive(Clone)]
 pub struct VerbsProvider {
     pub(super) source: LibSource,
+    pub(super) mlx5: Mlx5Source,
     pub(super) sysfs_root: PathBuf,
 }
 
@@ -56,8 +73,14 @@ impl fmt::Debug for VerbsProvider {
             LibSource::Default => loader::SONAME,
             LibSource::Path { path, .. } => path.as_str(),
         };
+        let mlx5 = match &self.mlx5 {
+            Mlx5Source::Default => mlx5dv::SONAME,
+            Mlx5Source::Path { path, .. } => path.as_str(),
+            Mlx5Source::Off(_) => "none",
+        };
         f.debug_struct("VerbsProvider")
             .field("lib", &lib)
+            .field("mlx5", &mlx5)
             .field("sysfs_root", &self.sysfs_root)
             .finish()
     }
@@ -76,19 +99,49 @@ impl VerbsProvider {
     pub fn new() -> VerbsProvider {
         VerbsProvider {
             source: LibSource::Default,
+            mlx5: Mlx5Source::Default,
             sysfs_root: PathBuf::from(sysfs::DEFAULT_ROOT),
         }
     }
 
     /// The provider over the library at `path` (a soname or a file), for
-    /// tests and unusual installations.
+    /// tests and unusual installations. DC is off unless a libmlx5 that
+    /// goes with that library is named ([`mlx5_library`](Self::mlx5_library)):
+    /// the system's libmlx5 acts on the system libibverbs' objects only.
     pub fn with_library(path: impl Into<String>) -> VerbsProvider {
+        let path = path.into();
         VerbsProvider {
+            mlx5: Mlx5Source::Off(format!(
+                "no libmlx5 is named for the libibverbs at {path} (VerbsProvider::mlx5_library)"
+            )),
             source: LibSource::Path {
-                path: path.into(),
+                path,
                 cell: Arc::new(OnceLock::new()),
             },
             sysfs_root: PathBuf::from(sysfs::DEFAULT_ROOT),
+        }
+    }
+
+    /// DC through the libmlx5 at `path` (a soname or a file) instead of
+    /// the system's `libmlx5.so.1`; it must be the driver of the libibverbs
+    /// this provider loads.
+    pub fn mlx5_library(mut self, path: impl Into<String>) -> VerbsProvider {
+        self.mlx5 = Mlx5Source::Path {
+            path: path.into(),
+            cell: Arc::new(OnceLock::new()),
+        };
+        self
+    }
+
+    /// The provider's libmlx5, loading it on the first call; Err says why
+    /// there is none.
+    pub fn mlx5(&self) -> std::result::Result<Arc<Mlx5Lib>, String> {
+        match &self.mlx5 {
+            Mlx5Source::Default => mlx5dv::libmlx5(),
+            Mlx5Source::Path { path, cell } => cell
+                .get_or_init(|| Mlx5Lib::open(path).map(Arc::new))
+                .clone(),
+            Mlx5Source::Off(why) => Err(why.clone()),
         }
     }
 
@@ -218,6 +271,11 @@ impl Provider for VerbsProvider {
         // is freed is what libibverbs requires.
         let ctx = unsafe { (lib.open_device)(dev) };
         let err = errno();
+        let dc = if ctx.is_null() {
+            Err("the device could not be opened".to_string())
+        } else {
+            mlx5dv::support(&lib, self.mlx5(), dev, name)
+        };
         drop(list);
         let ctx = NonNull::new(ctx).ok_or_else(|| os_err("ibv_open_device", err))?;
         // From here on the context is owned: dropping `inner` closes it.
@@ -240,7 +298,8 @@ impl Provider for VerbsProvider {
             phys_port_cnt: attr.phys_port_cnt,
             max_mr_size: attr.max_mr_size,
             supports_dmabuf: lib.has_reg_dmabuf_mr(),
-            supports_dc: false,
+            supports_dc: dc.is_ok(),
+            dc_unavailable: dc.as_ref().err().cloned(),
             max_qp_rd_atom: u32::try_from(attr.max_qp_rd_atom).unwrap_or(0),
             max_qp_init_rd_atom: u32::try_from(attr.max_qp_init_rd_atom).unwrap_or(0),
         };
@@ -251,8 +310,9 @@ impl Provider for VerbsProvider {
             fw = convert::fw_ver(&attr),
             ports = attr.phys_port_cnt,
             max_qp_rd_atom = attr.max_qp_rd_atom,
+            dc = dc.as_ref().map_or_else(|why| why.as_str(), |_| "mlx5dv"),
             "verbs device opened"
         );
-        Ok(Arc::new(VerbsDevice { inner, info }))
+        Ok(Arc::new(VerbsDevice { inner, info, dc }))
     }
 }

@@ -49,6 +49,36 @@ impl Drop for VerbsQp {
     }
 }
 
+/// `ibv_modify_qp` of a live QP (RC, DC initiator or DC target) made in
+/// `pd`.
+pub(super) fn modify(
+    pd: &PdInner,
+    qp: NonNull<ibv_qp>,
+    attr: &QpAttr,
+    mask: QpAttrMask,
+) -> Result<()> {
+    let mask = convert::modify_mask(mask)?;
+    let mut raw: ibv_qp_attr = convert::qp_attr_to_raw(attr);
+    // SAFETY: the caller's QP is live; `raw` is a valid ibv_qp_attr whose
+    // masked fields are set.
+    let rc = unsafe { (pd.dev.lib.modify_qp)(qp.as_ptr(), &mut raw, mask) };
+    check("ibv_modify_qp", rc)
+}
+
+/// `ibv_query_qp` of a live QP made in `pd`.
+pub(super) fn query(pd: &PdInner, qp: NonNull<ibv_qp>) -> Result<QpAttr> {
+    let mut raw = ibv_qp_attr::default();
+    let mut init = ibv_qp_init_attr::default();
+    // STATE alone is enough for every provider to fill in the rest;
+    // asking for the supported set documents what is read.
+    let mask = convert::SUPPORTED_MASK.bits() as c_int;
+    // SAFETY: the caller's QP is live; `raw` and `init` are valid
+    // out-parameters.
+    let rc = unsafe { (pd.dev.lib.query_qp)(qp.as_ptr(), &mut raw, mask, &mut init) };
+    check("ibv_query_qp", rc)?;
+    convert::qp_attr_from_raw(&raw)
+}
+
 impl QpOps for VerbsQp {
     fn qp_num(&self) -> u32 {
         self.qp_num
@@ -59,24 +89,11 @@ impl QpOps for VerbsQp {
     }
 
     fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
-        let mask = convert::modify_mask(mask)?;
-        let mut raw: ibv_qp_attr = convert::qp_attr_to_raw(attr);
-        // SAFETY: the QP is live; `raw` is a valid ibv_qp_attr whose masked
-        // fields are set.
-        let rc = unsafe { (self.pd.dev.lib.modify_qp)(self.qp.as_ptr(), &mut raw, mask) };
-        check("ibv_modify_qp", rc)
+        modify(&self.pd, self.qp, attr, mask)
     }
 
     fn query(&self) -> Result<QpAttr> {
-        let mut raw = ibv_qp_attr::default();
-        let mut init = ibv_qp_init_attr::default();
-        // STATE alone is enough for every provider to fill in the rest;
-        // asking for the supported set documents what is read.
-        let mask = convert::SUPPORTED_MASK.bits() as c_int;
-        // SAFETY: the QP is live; `raw` and `init` are valid out-parameters.
-        let rc = unsafe { (self.pd.dev.lib.query_qp)(self.qp.as_ptr(), &mut raw, mask, &mut init) };
-        check("ibv_query_qp", rc)?;
-        convert::qp_attr_from_raw(&raw)
+        query(&self.pd, self.qp)
     }
 
     fn post_send(&self, wr: &SendWr) -> Result<()> {

@@ -478,6 +478,7 @@ mod tests {
             max_mr_size: u64::MAX,
             supports_dmabuf: false,
             supports_dc: true,
+            dc_unavailable: None,
             max_qp_rd_atom: 16,
             max_qp_init_rd_atom: 16,
         };

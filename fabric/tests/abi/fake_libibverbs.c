@@ -16,8 +16,15 @@
  *   fake_log(), fake_clear_log(), fake_live_objects()
  *
  * Compile-time variants: -DNO_OPTIONAL leaves out ibv_reg_mr_iova2,
- * ibv_reg_dmabuf_mr and the completion channel functions; -DNO_CREATE_QP
- * leaves out ibv_create_qp.
+ * ibv_reg_dmabuf_mr, the completion channel functions and those DC needs
+ * (ibv_create_ah, ibv_destroy_ah, ibv_create_srq, ibv_destroy_srq,
+ * ibv_qp_to_qp_ex); -DNO_CREATE_QP leaves out ibv_create_qp.
+ *
+ * For the fake libmlx5 (fake_libmlx5.c, linked to this library), a few
+ * more exports: fake_log_line() adds to this log, fake_new_qp() makes a QP
+ * that ibv_modify_qp, ibv_query_qp and ibv_destroy_qp here accept (with
+ * an extended ibv_qp_ex view and a driver area, fake_qp_driver()), and
+ * fake_push_wc() completes on a CQ.
  *
  * Completion channels: a pipe; a completion pushed on a CQ armed with
  * req_notify_cq writes one byte (one event) and disarms it.
@@ -48,9 +55,7 @@ static int mode;
 static int extended = 1;
 static int live_objects;
 static uint32_t next_key = 0x1000;
-#ifndef NO_CREATE_QP
 static uint32_t next_qpn = 0x100;
-#endif
 
 static void logf_(const char *fmt, ...)
 {
@@ -99,8 +104,10 @@ struct fake_channel {
 };
 
 struct fake_qp {
-	struct ibv_qp qp;
+	struct ibv_qp_ex qpx; /* qpx.qp_base first: an ibv_qp * is a fake_qp * */
 	struct ibv_qp_attr attr;
+	int is_ex;
+	uint64_t driver[64];
 };
 
 static void push_wc(struct ibv_cq *cq, const struct ibv_wc *wc)
@@ -119,6 +126,32 @@ static void push_wc(struct ibv_cq *cq, const struct ibv_wc *wc)
 			logf_("event write failed");
 	}
 }
+
+void fake_push_wc(struct ibv_cq *cq, const struct ibv_wc *wc) { push_wc(cq, wc); }
+void fake_log_line(const char *line) { logf_("%s", line); }
+
+struct ibv_qp *fake_new_qp(struct ibv_pd *pd, struct ibv_cq *send_cq,
+			   struct ibv_cq *recv_cq, struct ibv_srq *srq,
+			   int qp_type, int is_ex)
+{
+	struct fake_qp *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->qpx.qp_base.context = pd->context;
+	f->qpx.qp_base.pd = pd;
+	f->qpx.qp_base.send_cq = send_cq;
+	f->qpx.qp_base.recv_cq = recv_cq;
+	f->qpx.qp_base.srq = srq;
+	f->qpx.qp_base.qp_num = next_qpn++;
+	f->qpx.qp_base.qp_type = qp_type;
+	f->qpx.qp_base.state = IBV_QPS_RESET;
+	f->is_ex = is_ex;
+	live_objects++;
+	return &f->qpx.qp_base;
+}
+
+void *fake_qp_driver(struct ibv_qp *qp) { return ((struct fake_qp *)qp)->driver; }
 
 static int fake_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
@@ -516,24 +549,80 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 #ifndef NO_CREATE_QP
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
-	struct fake_qp *f = calloc(1, sizeof(*f));
-
 	logf_("create_qp type=%d send_wr=%u recv_wr=%u send_sge=%u recv_sge=%u inline=%u sq_sig_all=%d same_cq=%d srq=%s",
 	      init->qp_type, init->cap.max_send_wr, init->cap.max_recv_wr,
 	      init->cap.max_send_sge, init->cap.max_recv_sge,
 	      init->cap.max_inline_data, init->sq_sig_all,
 	      init->send_cq == init->recv_cq, init->srq ? "set" : "null");
-	if (!f)
+	return fake_new_qp(pd, init->send_cq, init->recv_cq, init->srq,
+			   init->qp_type, 0);
+}
+#endif
+
+#ifndef NO_OPTIONAL
+static uint32_t next_ah = 1;
+
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	struct fake_qp *f = (struct fake_qp *)qp;
+
+	return f->is_ex ? &f->qpx : NULL;
+}
+
+struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a)
+{
+	struct ibv_ah *ah;
+	char dgid[33];
+	int i;
+
+	for (i = 0; i < 16; i++)
+		sprintf(dgid + 2 * i, "%02x", a->grh.dgid.raw[i]);
+	logf_("create_ah is_global=%u dgid=%s sgid_index=%u hop=%u tclass=%u flow=%u dlid=%u sl=%u src_path_bits=%u rate=%u port=%u",
+	      a->is_global, dgid, a->grh.sgid_index, a->grh.hop_limit,
+	      a->grh.traffic_class, a->grh.flow_label, a->dlid, a->sl,
+	      a->src_path_bits, a->static_rate, a->port_num);
+	if (a->port_num != 1) {
+		errno = EINVAL;
 		return NULL;
-	f->qp.context = pd->context;
-	f->qp.pd = pd;
-	f->qp.send_cq = init->send_cq;
-	f->qp.recv_cq = init->recv_cq;
-	f->qp.qp_num = next_qpn++;
-	f->qp.qp_type = init->qp_type;
-	f->qp.state = IBV_QPS_RESET;
+	}
+	ah = calloc(1, sizeof(*ah));
+	if (!ah)
+		return NULL;
+	ah->context = pd->context;
+	ah->pd = pd;
+	ah->handle = next_ah++;
 	live_objects++;
-	return &f->qp;
+	return ah;
+}
+
+int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	logf_("destroy_ah handle=%u", ah->handle);
+	free(ah);
+	live_objects--;
+	return 0;
+}
+
+struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *init)
+{
+	struct ibv_srq *srq = calloc(1, sizeof(*srq));
+
+	logf_("create_srq max_wr=%u max_sge=%u limit=%u", init->attr.max_wr,
+	      init->attr.max_sge, init->attr.srq_limit);
+	if (!srq)
+		return NULL;
+	srq->context = pd->context;
+	srq->pd = pd;
+	live_objects++;
+	return srq;
+}
+
+int ibv_destroy_srq(struct ibv_srq *srq)
+{
+	logf_("destroy_srq");
+	free(srq);
+	live_objects--;
+	return 0;
 }
 #endif
 
@@ -601,7 +690,7 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
 
 int ibv_destroy_qp(struct ibv_qp *qp)
 {
-	logf_("destroy_qp qpn=%#x", qp->qp_num);
+	logf_("destroy_qp qpn=%#x type=%d", qp->qp_num, qp->qp_type);
 	free(qp);
 	live_objects--;
 	return 0;

@@ -2,6 +2,8 @@
 //! compiler, and building the fake libibverbs in `fake_libibverbs.c`.
 #![allow(dead_code)]
 
+pub mod checks;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
@@ -37,18 +39,23 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 
 /// Whether `<infiniband/verbs.h>` compiles; Err says why not.
 pub fn header_present(dir: &Path) -> Result<(), String> {
+    header_present_for(dir, "infiniband/verbs.h")
+}
+
+/// Whether `<header>` compiles; Err says why not.
+pub fn header_present_for(dir: &Path, header: &str) -> Result<(), String> {
     let probe = dir.join("probe.c");
     std::fs::write(
         &probe,
-        "#include <infiniband/verbs.h>\nint main(void) { return 0; }\n",
+        format!("#include <{header}>\nint main(void) {{ return 0; }}\n"),
     )
     .expect("write probe");
     match Command::new(cc()).arg("-fsyntax-only").arg(&probe).output() {
         Err(e) => Err(format!("no C compiler ({}: {e})", cc())),
         Ok(o) if !o.status.success() => {
             let err = String::from_utf8_lossy(&o.stderr);
-            if err.contains("infiniband/verbs.h") {
-                Err("<infiniband/verbs.h> is not installed".to_string())
+            if err.contains(header) {
+                Err(format!("<{header}> is not installed"))
             } else {
                 // Another failure: let the real compile report it.
                 Ok(())
@@ -97,7 +104,11 @@ fn build(variant: Fake) -> Result<PathBuf, String> {
     };
     let out = dir.join(name);
     let mut cmd = Command::new(cc());
-    cmd.args(["-std=gnu11", "-Wall", "-Werror", "-shared", "-fPIC", "-o"])
+    // The soname lets the fake libmlx5, linked to this file, find it
+    // already loaded.
+    cmd.args(["-std=gnu11", "-Wall", "-Werror", "-shared", "-fPIC"])
+        .arg(format!("-Wl,-soname,{name}"))
+        .arg("-o")
         .arg(&out);
     if let Some(f) = flag {
         cmd.arg(f);
@@ -109,6 +120,49 @@ fn build(variant: Fake) -> Result<PathBuf, String> {
     assert!(
         o.status.success(),
         "building the fake libibverbs failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Ok(out)
+}
+
+/// Builds (once per process) the fake libmlx5 (`fake_libmlx5.c`) linked
+/// to the fake libibverbs `variant`, and returns its path, or Err with why
+/// it can't be built (no header or compiler).
+pub fn fake_mlx5(variant: Fake) -> Result<PathBuf, String> {
+    type Built = Vec<(Fake, Result<PathBuf, String>)>;
+    static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
+    let ibverbs = fake_lib(variant)?;
+    let mut built = BUILT
+        .get_or_init(|| Mutex::new(Vec::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some((_, r)) = built.iter().find(|(v, _)| *v == variant) {
+        return r.clone();
+    }
+    let r = build_mlx5(variant, &ibverbs);
+    built.push((variant, r.clone()));
+    r
+}
+
+fn build_mlx5(variant: Fake, ibverbs: &Path) -> Result<PathBuf, String> {
+    let dir = ibverbs
+        .parent()
+        .expect("the fake's directory")
+        .to_path_buf();
+    header_present_for(&dir, "infiniband/mlx5dv.h")?;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/abi/fake_libmlx5.c");
+    let out = dir.join(format!("libfake-mlx5-{variant:?}.so"));
+    let o = Command::new(cc())
+        .args(["-std=gnu11", "-Wall", "-Werror", "-shared", "-fPIC", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .arg(ibverbs)
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .output()
+        .map_err(|e| format!("no C compiler ({}: {e})", cc()))?;
+    assert!(
+        o.status.success(),
+        "building the fake libmlx5 failed:\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
     Ok(out)
