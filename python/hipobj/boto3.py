@@ -27,6 +27,7 @@ size.
 import email.utils
 import io
 import os
+import threading
 
 from . import _native
 from ._errors import Error, NotFoundError, RdmaRequiredError
@@ -126,23 +127,41 @@ class Bridge:
         self.reasons = []
         self.last = None
         self.originals = {}
+        # boto3's own transfer methods call get_object/put_object (from
+        # s3transfer's threads): while one of them runs as a fallback, those
+        # go straight to boto3, uncounted.
+        self._inside = 0
+        self._lock = threading.Lock()
 
     def __repr__(self):
         return f"hipobj.boto3.Bridge(rdma={self.rdma}, fallback={self.fallback}, client={self.client!r})"
 
     def _fall_back(self, why, name, *args, **kwargs):
-        self.fallback += 1
-        self.reasons = (self.reasons + [f"{name}: {why}"])[-16:]
-        return self.originals[name](*args, **kwargs)
+        with self._lock:
+            self.fallback += 1
+            self.reasons = (self.reasons + [f"{name}: {why}"])[-16:]
+            self._inside += 1
+        try:
+            return self.originals[name](*args, **kwargs)
+        finally:
+            with self._lock:
+                self._inside -= 1
+
+    def _passing_through(self):
+        with self._lock:
+            return self._inside > 0
 
     def _moved(self, result):
-        self.last = result
-        self.rdma += 1
+        with self._lock:
+            self.last = result
+            self.rdma += 1
         return result
 
     # -- get_object / put_object ------------------------------------------
 
     def get_object(self, **kwargs):
+        if self._passing_through():
+            return self.originals["get_object"](**kwargs)
         extra = set(kwargs) - {"Bucket", "Key", "Range"}
         if self.client is None or extra:
             return self._fall_back(self.why or f"arguments {sorted(extra)}", "get_object", **kwargs)
@@ -184,6 +203,8 @@ class Bridge:
         return out
 
     def put_object(self, **kwargs):
+        if self._passing_through():
+            return self.originals["put_object"](**kwargs)
         extra = set(kwargs) - {"Bucket", "Key", "Body", "ContentLength", "ChecksumAlgorithm"}
         if self.client is None or extra:
             return self._fall_back(self.why or f"arguments {sorted(extra)}", "put_object", **kwargs)

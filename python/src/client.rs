@@ -547,13 +547,19 @@ impl Client {
             addr: h.view.addr + h.offset,
             room: h.len,
             pos: 0,
+            overflow: false,
         };
         self.run(py, async {
-            let mut o: Moved = self
-                .s3
-                .get_object_http(bucket, key, sel, &mut w)
-                .await?
-                .into();
+            let r = self.s3.get_object_http(bucket, key, sel, &mut w).await;
+            let mut o: Moved = match r {
+                Err(_) if w.overflow => {
+                    return Err(Error::BufferTooSmall {
+                        needed: None,
+                        available: w.room as u64,
+                    })
+                }
+                r => r?.into(),
+            };
             o.fallback_reason = Some(self.no_rdma().to_string());
             Ok(o)
         })
@@ -585,6 +591,8 @@ struct Bounded {
     addr: usize,
     room: usize,
     pos: usize,
+    /// Set when the object did not fit.
+    overflow: bool,
 }
 
 impl tokio::io::AsyncWrite for Bounded {
@@ -595,6 +603,7 @@ impl tokio::io::AsyncWrite for Bounded {
     ) -> std::task::Poll<std::io::Result<usize>> {
         let me = self.get_mut();
         if buf.len() > me.room - me.pos {
+            me.overflow = true;
             return std::task::Poll::Ready(Err(std::io::Error::other(format!(
                 "the object does not fit in the {} bytes from the offset",
                 me.room
