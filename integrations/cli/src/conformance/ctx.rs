@@ -247,15 +247,7 @@ impl<'r> Ctx<'r> {
         size: usize,
         headers: &[(&str, &str)],
     ) -> Result<RawAnswer, Failure> {
-        let token = self.token(reg, Direction::Get, off, size)?;
-        let mut req = RawRequest::new(Method::GET, path_query).with_token(token);
-        req.moves = size as u64;
-        for (k, v) in headers {
-            req = req
-                .with_header(k, v)
-                .map_err(|e| Failure::error("building the request", e))?;
-        }
-        self.raw("RDMA GET", req)
+        self.rdma(Direction::Get, path_query, reg, off, size, headers)
     }
 
     /// A PUT (PutObject, or UploadPart with its query) of `path_query` by
@@ -269,15 +261,32 @@ impl<'r> Ctx<'r> {
         size: usize,
         headers: &[(&str, &str)],
     ) -> Result<RawAnswer, Failure> {
-        let token = self.token(reg, Direction::Put, off, size)?;
-        let mut req = RawRequest::new(Method::PUT, path_query).with_token(token);
+        self.rdma(Direction::Put, path_query, reg, off, size, headers)
+    }
+
+    /// The request `rdma_get` and `rdma_put` send: GET or PUT by `dir`.
+    fn rdma(
+        &mut self,
+        dir: Direction,
+        path_query: &str,
+        reg: &Registered<'_, '_>,
+        off: usize,
+        size: usize,
+        headers: &[(&str, &str)],
+    ) -> Result<RawAnswer, Failure> {
+        let (method, what) = match dir {
+            Direction::Get => (Method::GET, "RDMA GET"),
+            Direction::Put => (Method::PUT, "RDMA PUT"),
+        };
+        let token = self.token(reg, dir, off, size)?;
+        let mut req = RawRequest::new(method, path_query).with_token(token);
         req.moves = size as u64;
         for (k, v) in headers {
             req = req
                 .with_header(k, v)
                 .map_err(|e| Failure::error("building the request", e))?;
         }
-        self.raw("RDMA PUT", req)
+        self.raw(what, req)
     }
 
     /// A request of `path_query` with `token`, authenticated as `auth`.
