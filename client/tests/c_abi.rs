@@ -74,7 +74,7 @@ fn lifecycle() {
     );
 }
 
-/// `hipobj-peer-server`, killed when dropped.
+/// `hipobj-line-server`, killed when dropped.
 struct PeerServer {
     child: Child,
     port: u16,
@@ -82,12 +82,12 @@ struct PeerServer {
 
 impl PeerServer {
     fn start() -> PeerServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-peer-server"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-line-server"))
             .env_remove("HIPOBJ_SOFT_ADDRS")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("start hipobj-peer-server");
+            .expect("start hipobj-line-server");
         let stdout = child.stdout.take().expect("piped stdout");
         let mut first = String::new();
         BufReader::new(stdout)
@@ -100,7 +100,7 @@ impl PeerServer {
         let Some(port) = port else {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("hipobj-peer-server's first line is {first:?}, not PORT <n>");
+            panic!("hipobj-line-server's first line is {first:?}, not PORT <n>");
         };
         PeerServer { child, port }
     }

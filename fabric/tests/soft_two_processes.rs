@@ -22,7 +22,7 @@ struct Peer {
 
 impl Peer {
     fn spawn(size: usize, access: &str) -> Peer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-soft-peer"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-soft-qp-peer"))
             .args([size.to_string(), access.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -1,4 +1,4 @@
-/* Transfers through the C API against hipobj-peer-server (a server peer
+/* Transfers through the C API against hipobj-line-server (a server peer
  * over the software provider, driven by a line protocol on TCP in place
  * of S3; see its source for the protocol). The test harness starts the
  * server and passes its port in HIPOBJ_TEST_PEER_PORT.

@@ -1,5 +1,7 @@
 //! A soft RDMA peer in its own process, for cross-process tests and for
-//! other implementations to test against.
+//! other implementations to test against: one soft-RDMA QP and one
+//! registered buffer, driven at the verbs level (no hipObject protocol, no
+//! S3; those are `hipobj-line-server` and `hipobj-test-server`).
 //!
 //! It opens a soft device (on `HIPOBJ_SOFT_ADDRS`, default 127.0.0.1),
 //! registers a buffer, and prints an 88-hex hipObject RC token that names
@@ -14,7 +16,7 @@
 //! - `state`: the QP's state (`Init`, `Rts`, `Err`, ...).
 //! - `quit`.
 //!
-//! Usage: `hipobj-soft-peer SIZE [ACCESS]`, ACCESS being any of `r`, `w`
+//! Usage: `hipobj-soft-qp-peer SIZE [ACCESS]`, ACCESS being any of `r`, `w`
 //! (remote read, remote write; default `rw`).
 
 #![forbid(unsafe_code)]
@@ -28,7 +30,7 @@ use std::io::{BufRead, Write};
 
 fn main() {
     if let Err(e) = run() {
-        eprintln!("hipobj-soft-peer: {e}");
+        eprintln!("hipobj-soft-qp-peer: {e}");
         std::process::exit(1);
     }
 }
@@ -37,7 +39,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let size: usize = args
         .next()
-        .ok_or("usage: hipobj-soft-peer SIZE [ACCESS]")?
+        .ok_or("usage: hipobj-soft-qp-peer SIZE [ACCESS]")?
         .parse()?;
     let access_arg = args.next().unwrap_or_else(|| "rw".into());
     let mut access = AccessFlags::LOCAL_WRITE;

@@ -3,6 +3,11 @@
 //! provider (see `hipobj::testing::ServerPeer`), driven by a line protocol
 //! on TCP in place of S3.
 //!
+//! Not an S3 server (that is `hipobj-test-server`, the reference server)
+//! and not a bare verbs peer (`hipobj-soft-qp-peer`): the hipObject RDMA
+//! protocol's server side with a line protocol for the requests. Built only
+//! with the `testing` feature, as the crate's tests build it.
+//!
 //! It listens on 127.0.0.1 (port from the first argument, or any) and
 //! prints `PORT <n>` on its first line. Each connection sends lines:
 //!
@@ -28,7 +33,7 @@ use std::sync::Arc;
 
 fn main() {
     if let Err(e) = run() {
-        eprintln!("hipobj-peer-server: {e}");
+        eprintln!("hipobj-line-server: {e}");
         std::process::exit(1);
     }
 }
@@ -56,7 +61,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let peer = peer.clone();
         std::thread::spawn(move || {
             if let Err(e) = serve(&peer, conn) {
-                eprintln!("hipobj-peer-server: connection: {e}");
+                eprintln!("hipobj-line-server: connection: {e}");
             }
         });
     }
