@@ -80,6 +80,7 @@ mod error;
 mod http;
 mod raw;
 mod rdma;
+mod retry;
 mod sign;
 mod xml;
 
