@@ -13,7 +13,6 @@
 mod gateway;
 mod machine;
 mod memory;
-mod procs;
 mod size;
 
 use clap::Parser;

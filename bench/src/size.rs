@@ -1,24 +1,9 @@
 //! Sizes on the command line and in reports.
 
-/// Parses `4096`, `4KiB`, `64MiB`, `1GiB`, `10GiB` (also `K`, `M`, `G`,
-/// `KB`, `MB`, `GB` as powers of 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (e.g. 4KiB, 64MiB, 1GiB)"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?}")),
-    };
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("{s:?} is too large"))
-}
+/// Parses `4096`, `4KiB`, `64MiB`, `1GiB`, `10GiB` (IEC units powers of
+/// 1024, SI units such as `MB` powers of 1000, a bare `M` refused): the
+/// same parser as the `hipobj` command's ([`hipobj_s3::size::parse_size`]).
+pub use hipobj_s3::size::parse_size;
 
 /// `4 KiB`, `64 MiB`, `1 GiB`, `1.5 GiB`.
 pub fn human(n: u64) -> String {
@@ -53,9 +38,13 @@ mod tests {
         assert_eq!(parse_size("4KiB"), Ok(4096));
         assert_eq!(parse_size("64MiB"), Ok(64 << 20));
         assert_eq!(parse_size("1GiB"), Ok(1 << 30));
-        assert_eq!(parse_size("10G"), Ok(10 << 30));
+        assert_eq!(parse_size("10GiB"), Ok(10 << 30));
+        // "10G" was 10 GiB here and "10GB" 10 GiB too; now a bare prefix is
+        // refused and SI units are powers of 1000, as in `hipobj`.
+        assert!(parse_size("10G").is_err());
+        assert_eq!(parse_size("10GB"), Ok(10_000_000_000));
         assert!(parse_size("1.5GiB").is_err());
-        assert!(parse_size("1TiB").is_err());
+        assert_eq!(parse_size("1TiB"), Ok(1 << 40));
         assert_eq!(human(4096), "4 KiB");
         assert_eq!(human(10 << 30), "10 GiB");
         assert_eq!(human(1536 << 20), "1.5 GiB");

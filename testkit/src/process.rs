@@ -88,6 +88,14 @@ pub enum Ready {
     Healthy(u16),
 }
 
+/// What of a server's output [`ServerProc::launch`] keeps in its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Nothing,
+    Stderr,
+    StdoutAndStderr,
+}
+
 /// A server that did not start: it exited first, printed something else
 /// than its URL, or was not ready within 30 s.
 #[derive(Debug)]
@@ -115,32 +123,43 @@ impl ServerProc {
     /// word of its first line on stdout (`... listening on http://...`),
     /// and returns once it has.
     pub fn start_announcing(cmd: Command) -> ServerProc {
-        Self::launch(cmd, Ready::Announced, false).unwrap_or_else(|e| panic!("{e}"))
+        Self::launch(cmd, Ready::Announced, Keep::Nothing).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts `cmd`, a server that will listen on `127.0.0.1:port`, and
     /// returns once its `/health` answers 200; panics if it exits first or
     /// is not healthy within 30 s.
     pub fn start_serving(cmd: Command, port: u16) -> ServerProc {
-        Self::launch(cmd, Ready::Healthy(port), false).unwrap_or_else(|e| panic!("{e}"))
+        Self::launch(cmd, Ready::Healthy(port), Keep::Nothing).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts `cmd` and returns once it is `ready`, with its stderr kept
     /// (see [`log`](Self::log)); a [`NotStarted`] with that log when it
     /// exits first, or is not ready within 30 s (then it is stopped).
     pub fn try_start(cmd: Command, ready: Ready) -> Result<ServerProc, NotStarted> {
-        Self::launch(cmd, ready, true)
+        Self::launch(cmd, ready, Keep::Stderr)
+    }
+
+    /// As [`try_start`](Self::try_start), with its stdout kept in the same
+    /// log as its stderr (for servers that log to stdout, as s3s-fs does);
+    /// with [`Ready::Announced`] stdout is read for the URL instead.
+    pub fn try_start_logging_all(cmd: Command, ready: Ready) -> Result<ServerProc, NotStarted> {
+        Self::launch(cmd, ready, Keep::StdoutAndStderr)
     }
 
     /// Spawns `cmd` with `RUST_LOG=warn` (unless it sets `RUST_LOG`) and a
-    /// `TMPDIR` of its own, its stderr kept when `keep_log`, and waits
+    /// `TMPDIR` of its own, its output kept as `keep` says, and waits
     /// until it is `ready`.
-    fn launch(mut cmd: Command, ready: Ready, keep_log: bool) -> Result<ServerProc, NotStarted> {
+    fn launch(mut cmd: Command, ready: Ready, keep: Keep) -> Result<ServerProc, NotStarted> {
         let what = cmd.get_program().to_string_lossy().into_owned();
         let tmp = tempfile::tempdir().expect("a directory for the server's temporary files");
-        let log = keep_log.then(|| tmp.path().join("stderr.log"));
+        let log = (keep != Keep::Nothing).then(|| tmp.path().join("stderr.log"));
         if let Some(path) = &log {
-            cmd.stderr(std::fs::File::create(path).expect("a file for the server's stderr"));
+            let f = std::fs::File::create(path).expect("a file for the server's stderr");
+            if keep == Keep::StdoutAndStderr && !matches!(ready, Ready::Announced) {
+                cmd.stdout(f.try_clone().expect("a second handle on the server's log"));
+            }
+            cmd.stderr(f);
         }
         if matches!(ready, Ready::Announced) {
             cmd.stdout(Stdio::piped());
@@ -239,7 +258,8 @@ impl ServerProc {
         }
     }
 
-    /// What it wrote to stderr so far, when kept ([`try_start`](Self::try_start)),
+    /// What it wrote to stderr so far, when kept ([`try_start`](Self::try_start);
+    /// its stdout too with [`try_start_logging_all`](Self::try_start_logging_all)),
     /// else empty.
     pub fn log(&self) -> String {
         self.log

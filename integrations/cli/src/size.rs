@@ -1,65 +1,24 @@
-//! Sizes (`4KiB`, `64MiB`, `100M`, `1000000`), durations (`10s`, `500ms`)
+//! Sizes (`4KiB`, `64MiB`, `100MB`, `1000000`), durations (`10s`, `500ms`)
 //! and their display.
 
 use std::time::Duration;
 
-/// Parses a byte count: a whole number with an optional unit. `K`, `KiB`,
-/// `M`, `MiB`, `G`, `GiB`, `T`, `TiB` are powers of 1024; `KB`, `MB`, `GB`,
-/// `TB` powers of 1000; `B` or nothing is bytes. Units are case-insensitive.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    if digits.is_empty() {
-        return Err(format!(
-            "{s:?} is not a size (e.g. 4096, 4KiB, 64MiB, 1GiB)"
-        ));
-    }
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?} does not fit 64 bits"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        "t" | "tib" => 1 << 40,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "tb" => 1_000_000_000_000,
-        _ => {
-            return Err(format!(
-                "{s:?}: unknown unit {unit:?} (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
-            ))
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("{s:?} does not fit 64 bits"))
-}
+/// Parses a byte count: a whole number with an optional unit, the IEC
+/// ones (`KiB`, `MiB`, `GiB`, `TiB`) powers of 1024, the SI ones (`KB`,
+/// `MB`, `GB`, `TB`) powers of 1000, `B` or nothing bytes; a bare `K`, `M`,
+/// `G` is refused as ambiguous. The same parser as `hipobj-bench`'s
+/// ([`hipobj_s3::size::parse_size`]).
+pub use hipobj_s3::size::parse_size;
 
-/// Parses a duration: a number with `ms`, `s`, `m` or `h` (seconds without
-/// a unit), e.g. `10s`, `1.5s`, `500ms`, `2m`.
+/// Parses a duration as `humantime` reads it, as the gateway does: `10s`,
+/// `1.5s`, `500ms`, `2m`, `1h 30m`; more than zero and at most a week.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 10s, 500ms, 2m)"))?;
-    let secs = match unit.trim() {
-        "" | "s" => v,
-        "ms" => v / 1000.0,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        u => return Err(format!("{s:?}: unknown unit {u:?} (ms, s, m, h)")),
-    };
-    if !secs.is_finite() || secs <= 0.0 || secs > 7.0 * 86400.0 {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{s:?} is not a duration ({e}); write it like 10s, 500ms or 2m"))?;
+    if d.is_zero() || d > Duration::from_secs(7 * 86400) {
         return Err(format!("{s:?} is not a duration between 0 and a week"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// `4 KiB`, `64 MiB`, `1.5 GiB`, `100 B`.
@@ -97,7 +56,8 @@ mod tests {
     fn sizes() {
         assert_eq!(parse_size("4096"), Ok(4096));
         assert_eq!(parse_size("4KiB"), Ok(4096));
-        assert_eq!(parse_size("4k"), Ok(4096));
+        // A bare prefix was 1024 here and 1000 elsewhere: now refused.
+        assert!(parse_size("4k").is_err());
         assert_eq!(parse_size("64MiB"), Ok(64 << 20));
         assert_eq!(parse_size("32MiB"), Ok(32 << 20));
         assert_eq!(parse_size("1GiB"), Ok(1 << 30));
@@ -112,11 +72,13 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        for bad in ["", "s", "0", "-1s", "1d", "1e9"] {
+        assert_eq!(parse_duration("1s 500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86400)));
+        // humantime wants a unit, as the gateway's flags do.
+        for bad in ["", "s", "0", "0s", "10", "-1s", "8d", "1e9"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
     }

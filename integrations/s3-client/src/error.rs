@@ -119,9 +119,11 @@ impl Error {
         reply: Option<String>,
     ) -> Error {
         let text = String::from_utf8_lossy(body);
-        let code = crate::xml::first(&text, "Code");
-        let message = crate::xml::first(&text, "Message");
-        let rid = crate::xml::first(&text, "RequestId");
+        let crate::xml::ErrorDoc {
+            code,
+            message,
+            request_id: rid,
+        } = crate::xml::error_doc(&text);
         let code = code.unwrap_or_else(|| status_code_name(status).to_string());
         let message = message.unwrap_or_else(|| {
             let t = text.trim();

@@ -80,7 +80,9 @@ mod error;
 mod http;
 mod raw;
 mod rdma;
+mod retry;
 mod sign;
+pub mod size;
 mod xml;
 
 pub use checksum::{crc64nvme, is_full_object, verify as verify_checksum, Crc64Nvme};

@@ -115,7 +115,7 @@ impl RawAnswer {
 
     /// The `<Code>` of an S3 XML error body.
     pub fn code(&self) -> Option<String> {
-        crate::xml::first(&String::from_utf8_lossy(&self.body), "Code")
+        crate::xml::error_doc(&String::from_utf8_lossy(&self.body)).code
     }
 
     /// The `x-amz-rdma-reply` value.

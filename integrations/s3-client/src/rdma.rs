@@ -374,7 +374,7 @@ pub(crate) fn classify(res: hipobj::Result<()>, ops: Ops) -> Attempt {
     let Some(reply) = answer.header(headers::RDMA_REPLY) else {
         // No reply header: a server that ignores tokens, unless this is an
         // ordinary S3 error (authentication, a missing bucket).
-        let code = crate::xml::first(&String::from_utf8_lossy(&answer.body), "Code");
+        let code = crate::xml::error_doc(&String::from_utf8_lossy(&answer.body)).code;
         let ignored = status.is_success()
             || (handshake && status == StatusCode::NOT_FOUND)
             || (!handshake
@@ -404,10 +404,9 @@ pub(crate) fn classify(res: hipobj::Result<()>, ops: Ops) -> Attempt {
         )),
         Ok(r) if r.status() == Some(503) && status == StatusCode::SERVICE_UNAVAILABLE => {
             let text = String::from_utf8_lossy(&answer.body);
-            let code = crate::xml::first(&text, "Code").unwrap_or_else(|| "SlowDown".into());
-            let message = crate::xml::first(&text, "Message")
-                .map(|m| format!(": {m}"))
-                .unwrap_or_default();
+            let doc = crate::xml::error_doc(&text);
+            let code = doc.code.unwrap_or_else(|| "SlowDown".into());
+            let message = doc.message.map(|m| format!(": {m}")).unwrap_or_default();
             let what = if handshake {
                 "refused the RDMA handshake for capacity (no QP pair free)"
             } else {

@@ -1,0 +1,265 @@
+//! The async client: the [`S3Client`] handle and what every operation
+//! shares (the configuration checks, RDMA or HTTP, the fallback rule), with
+//! one module per kind of operation:
+//!
+//! - [`send`]: signed requests with small bodies, GETs opened for their
+//!   body, streamed request bodies (the HTTP plumbing under the others);
+//! - [`buckets`] and [`listing`]: CreateBucket, DeleteBucket, ListBuckets,
+//!   ListObjectsV2;
+//! - [`rdma_path`]: the RDMA attempts of one transfer;
+//! - [`get`]: GETs into a registered buffer (RDMA, or HTTP into the same
+//!   bytes);
+//! - [`upload`]: one PutObject or UploadPart of a buffer range;
+//! - [`multipart`]: multipart uploads;
+//! - [`objects`]: PUT of a buffer (one request or multipart), HEAD, DELETE;
+//! - [`streams`]: plain-HTTP PUTs of bytes, files and streams, and GETs
+//!   into writers.
+//!
+//! Every retry goes through [`crate::retry`].
+
+mod buckets;
+mod get;
+mod listing;
+mod multipart;
+mod objects;
+mod rdma_path;
+mod send;
+mod streams;
+mod upload;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hipobj::Registered;
+
+use crate::http::{self as h, HttpClient};
+use crate::rdma::{self, RdmaContext};
+use crate::retry::Retry;
+use crate::sign::Signer;
+use crate::{ClientConfig, Error, Result, MIN_PART_SIZE};
+
+/// The largest body read into memory (error documents, listings).
+const SMALL_BODY_CAP: usize = 16 << 20;
+/// Chunks of buffer reads (checksums, HTTP bodies).
+const CHUNK: usize = 1 << 20;
+/// The largest single PUT S3 accepts.
+const MAX_SINGLE_PUT: u64 = 5 << 30;
+/// The most parts of a multipart upload.
+const MAX_PARTS: usize = 10_000;
+
+/// An S3 client that moves objects between S3 and registered memory by
+/// RDMA, with plain-HTTP fallback. Cheap to clone (the clones share
+/// connections).
+///
+/// Dropping a transfer's future before it completes waits (blocking) until
+/// the RDMA transfer in flight has ended, bounded by the timeouts: the
+/// server may still be writing or reading the buffer until then.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use hipobj::{Config, Hipobj};
+/// use hipobj_s3::{ClientConfig, S3Client, Selection};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let lib = Arc::new(Hipobj::new(&Config::with_nic("soft0"))?);
+/// let mut cfg = ClientConfig::new("http://127.0.0.1:9000", "hipobj-test-key", "hipobj-test-secret");
+/// cfg.rdma_memory = Some(lib.clone());
+/// cfg.require_rdma = true; // prove RDMA was used
+/// let s3 = S3Client::new(cfg)?;
+///
+/// let buf = lib.register_owned(vec![0u8; 1 << 20])?;
+/// // Bytes 100..=199 of the object into the buffer at offset 4096.
+/// let got = s3.get_object("bucket", "key", &buf, 4096, Some((100, 199))).await?;
+/// assert_eq!(got.bytes, 100);
+/// // Part 2 of an object uploaded in parts.
+/// let part = s3.get_object_selection("bucket", "big", &buf, 0, Selection::Part(2)).await?;
+/// # let _ = part;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct S3Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    cfg: ClientConfig,
+    endpoint: h::Endpoint,
+    signer: Signer,
+    http: HttpClient,
+    rdma: Option<Arc<RdmaContext>>,
+}
+
+/// Either RDMA (with the context) or HTTP (with the reason).
+enum Plan {
+    Rdma(Arc<RdmaContext>),
+    Http(String),
+}
+
+impl S3Client {
+    /// A client for `cfg.endpoint`. Needs no runtime; with
+    /// `cfg.rdma_memory` it starts a small runtime of its own for the RDMA
+    /// requests.
+    pub fn new(cfg: ClientConfig) -> Result<S3Client> {
+        let endpoint = h::Endpoint::parse(&cfg.endpoint)?.virtual_hosted(cfg.virtual_host);
+        if cfg.part_size < MIN_PART_SIZE || cfg.part_size as u64 > MAX_SINGLE_PUT {
+            return Err(Error::Config(format!(
+                "part size {} is outside 5 MiB..=5 GiB",
+                cfg.part_size
+            )));
+        }
+        if cfg.concurrency == 0 || cfg.attempts == 0 {
+            return Err(Error::Config(
+                "concurrency and attempts must be at least 1".into(),
+            ));
+        }
+        if cfg.access_key.is_empty() || cfg.region.is_empty() {
+            return Err(Error::Config("empty access key or region".into()));
+        }
+        let signer = Signer {
+            access_key: cfg.access_key.clone(),
+            secret_key: cfg.secret_key.clone(),
+            region: cfg.region.clone(),
+        };
+        let rdma = match &cfg.rdma_memory {
+            Some(_) => Some(Arc::new(RdmaContext::new(
+                signer.clone(),
+                endpoint.clone(),
+                cfg.timeouts.connect,
+                cfg.bind_to_token_nic,
+            )?)),
+            None => None,
+        };
+        Ok(S3Client {
+            inner: Arc::new(Inner {
+                http: h::client(None, cfg.timeouts.connect),
+                cfg,
+                endpoint,
+                signer,
+                rdma,
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.cfg
+    }
+
+    /// The endpoint as the client uses it (`http://host:port`).
+    pub fn endpoint(&self) -> &str {
+        &self.inner.endpoint.base
+    }
+
+    /// How much longer the endpoint is remembered as having no RDMA, if it
+    /// is.
+    pub fn no_rdma_remembered(&self) -> Option<Duration> {
+        rdma::remembered_no_rdma(self.endpoint())
+    }
+
+    /// Forgets that the endpoint had no RDMA: the next transfer tries again.
+    pub fn forget_no_rdma(&self) {
+        rdma::forget(self.endpoint());
+    }
+
+    /// What a raw request needs: the endpoint, the signer, the HTTP client
+    /// and the configuration.
+    pub(crate) fn raw_parts(&self) -> (&h::Endpoint, &Signer, &HttpClient, &ClientConfig) {
+        let i = &self.inner;
+        (&i.endpoint, &i.signer, &i.http, &i.cfg)
+    }
+
+    /// The retry policy of every request.
+    fn retry(&self) -> Retry {
+        Retry::new(self.inner.cfg.attempts)
+    }
+
+    /// RDMA, or HTTP and why.
+    fn plan(&self) -> Plan {
+        let Some(ctx) = &self.inner.rdma else {
+            return Plan::Http("no client library is configured (rdma_memory is None)".into());
+        };
+        if let Some(left) = rdma::remembered_no_rdma(self.endpoint()) {
+            return Plan::Http(format!(
+                "{} was found without RDMA (remembered for {} s more)",
+                self.endpoint(),
+                left.as_secs()
+            ));
+        }
+        Plan::Rdma(ctx.clone())
+    }
+
+    /// Checks that the buffer can be read and written by the client: host
+    /// memory registered with the client's library.
+    fn check_buffer(&self, reg: &Registered<'_, '_>) -> Result<()> {
+        let Some(lib) = &self.inner.cfg.rdma_memory else {
+            return Ok(());
+        };
+        let entry = lib.instance().buffers.find(reg.addr()).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "the buffer at {:#x} is not registered with the client's library",
+                reg.addr()
+            ))
+        })?;
+        if entry.kind != hipobj::buffer::Registration::Host {
+            return Err(Error::InvalidArgument(
+                "the buffer is not host memory: register it with Hipobj::register_owned".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A fallback, or the error `require_rdma` makes of it.
+    fn fallback(&self, reason: String) -> Result<String> {
+        if self.inner.cfg.require_rdma {
+            return Err(Error::RdmaRequired { reason });
+        }
+        tracing::info!(endpoint = self.endpoint(), "plain HTTP: {reason}");
+        Ok(reason)
+    }
+}
+
+/// Checks that `len` bytes at `offset` lie in the buffer.
+fn check_range(reg: &Registered<'_, '_>, offset: usize, len: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= reg.len() => Ok(()),
+        _ => Err(Error::InvalidArgument(format!(
+            "{len} bytes at {offset} exceed the {}-byte buffer",
+            reg.len()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ListOptions, Selection};
+
+    /// The futures can be moved across threads (spawned, joined).
+    #[allow(dead_code)]
+    fn futures_are_send(s: &S3Client, reg: &Registered<'_, 'static>) {
+        fn send<T: Send>(_: T) {}
+        send(s.get_object("b", "k", reg, 0, None));
+        send(s.put_object("b", "k", reg, 0, 1));
+        send(s.upload_part("b", "k", "u", 1, reg, 0, 1));
+        send(s.list_objects_v2("b", &ListOptions::default()));
+        send(s.put_object_http_file("b", "k", std::path::Path::new("f")));
+        let mut v = Vec::new();
+        send(s.get_object_http("b", "k", Selection::Whole, &mut v));
+    }
+
+    #[test]
+    fn configs_are_checked() {
+        let ok = ClientConfig::new("http://127.0.0.1:1", "a", "s");
+        assert!(S3Client::new(ok.clone()).is_ok());
+        let mut bad = ok.clone();
+        bad.part_size = 1 << 20;
+        assert!(matches!(S3Client::new(bad), Err(Error::Config(_))));
+        let mut bad = ok.clone();
+        bad.concurrency = 0;
+        assert!(matches!(S3Client::new(bad), Err(Error::Config(_))));
+        let mut bad = ok;
+        bad.endpoint = "ftp://x".into();
+        assert!(matches!(S3Client::new(bad), Err(Error::Config(_))));
+    }
+}
