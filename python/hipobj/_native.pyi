@@ -68,7 +68,9 @@ class Client:
     library (plain HTTP only). Objects larger than ``part_size`` move in
     ranged GETs and multipart uploads, ``concurrency`` at once. At most
     ``max_registrations`` buffers stay registered (least recently used
-    ones that no transfer uses are released first).
+    ones that no transfer uses are released first). Each attempt of a
+    request may take ``request_timeout`` seconds plus ``timeout_per_gib``
+    for each GiB it moves.
     """
 
     def __init__(
@@ -87,6 +89,9 @@ class Client:
         concurrency: int = 4,
         attempts: int = 2,
         max_registrations: int = 64,
+        connect_timeout: float = 5.0,
+        request_timeout: float = 10.0,
+        timeout_per_gib: float = 30.0,
     ) -> None: ...
     @property
     def endpoint(self) -> str: ...

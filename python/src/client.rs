@@ -143,7 +143,8 @@ impl Client {
     #[pyo3(signature = (
         endpoint=None, access_key=None, secret_key=None, region=None, profile=None, nic=None,
         require_rdma=false, *, rdma=true, addressing_style="path", part_size=64 << 20,
-        concurrency=4, attempts=2, max_registrations=64,
+        concurrency=4, attempts=2, max_registrations=64, connect_timeout=5.0,
+        request_timeout=10.0, timeout_per_gib=30.0,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -161,7 +162,21 @@ impl Client {
         concurrency: usize,
         attempts: u32,
         max_registrations: usize,
+        connect_timeout: f64,
+        request_timeout: f64,
+        timeout_per_gib: f64,
     ) -> PyResult<Client> {
+        let secs = |name: &str, v: f64| {
+            std::time::Duration::try_from_secs_f64(v)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| PyValueError::new_err(format!("{name} must be a positive number of seconds, not {v}")))
+        };
+        let timeouts = hipobj_s3::Timeouts {
+            connect: secs("connect_timeout", connect_timeout)?,
+            request: secs("request_timeout", request_timeout)?,
+            per_gib: secs("timeout_per_gib", timeout_per_gib)?,
+        };
         let r = settings::resolve(&Args {
             endpoint,
             profile,
@@ -206,6 +221,7 @@ impl Client {
         cfg.part_size = part_size;
         cfg.concurrency = concurrency;
         cfg.attempts = attempts;
+        cfg.timeouts = timeouts;
         cfg.rdma_memory = lib.clone();
         let s3 = S3Client::new(cfg).map_err(|e| to_py(py, e))?;
         let rt = tokio::runtime::Builder::new_multi_thread()
