@@ -122,7 +122,9 @@ impl Client {
         Error::RdmaRequired {
             reason: format!(
                 "the client library is not available: {}",
-                self.rdma_error.as_deref().unwrap_or("RDMA was turned off (rdma=False)")
+                self.rdma_error
+                    .as_deref()
+                    .unwrap_or("RDMA was turned off (rdma=False)")
             ),
         }
     }
@@ -170,7 +172,11 @@ impl Client {
             std::time::Duration::try_from_secs_f64(v)
                 .ok()
                 .filter(|d| !d.is_zero())
-                .ok_or_else(|| PyValueError::new_err(format!("{name} must be a positive number of seconds, not {v}")))
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "{name} must be a positive number of seconds, not {v}"
+                    ))
+                })
         };
         let timeouts = hipobj_s3::Timeouts {
             connect: secs("connect_timeout", connect_timeout)?,
@@ -344,8 +350,16 @@ impl Client {
             "hipobj.Client(endpoint={:?}, nic={:?}, rdma_available={}, require_rdma={})",
             self.s3.endpoint(),
             self.nic,
-            if self.cache.is_some() { "True" } else { "False" },
-            if self.s3.config().require_rdma { "True" } else { "False" }
+            if self.cache.is_some() {
+                "True"
+            } else {
+                "False"
+            },
+            if self.s3.config().require_rdma {
+                "True"
+            } else {
+                "False"
+            }
         )
     }
 
@@ -376,10 +390,7 @@ impl Client {
             off: *off,
             len: h.len,
         };
-        self.run(
-            py,
-            transfer::get(&self.s3, bucket, key, w, range, self.cut),
-        )
+        self.run(py, transfer::get(&self.s3, bucket, key, w, range, self.cut))
     }
 
     /// PUT of `data` (its bytes from `offset`, `length` of them, else all).
@@ -442,7 +453,9 @@ impl Client {
 
     /// HEAD of an object.
     fn head_object(&self, py: Python<'_>, bucket: &str, key: &str) -> PyResult<ObjectInfo> {
-        self.run(py, async { Ok(self.s3.head_object(bucket, key).await?.into()) })
+        self.run(py, async {
+            Ok(self.s3.head_object(bucket, key).await?.into())
+        })
     }
 
     /// DELETE of an object (a missing one too, as in S3).
@@ -513,9 +526,10 @@ impl Client {
         let mut done = Vec::with_capacity(parts.len());
         for (i, p) in parts.iter().enumerate() {
             let (part_number, etag): (u32, String) = if let Ok(m) = p.cast::<Moved>() {
-                let etag = m.get().etag.clone().ok_or_else(|| {
-                    PyValueError::new_err(format!("part {} has no ETag", i + 1))
-                })?;
+                let etag =
+                    m.get().etag.clone().ok_or_else(|| {
+                        PyValueError::new_err(format!("part {} has no ETag", i + 1))
+                    })?;
                 (i as u32 + 1, etag)
             } else {
                 p.extract().map_err(|_| {
@@ -526,7 +540,11 @@ impl Client {
             };
             done.push(CompletedPart { part_number, etag });
         }
-        self.run(py, self.s3.complete_multipart_upload(bucket, key, upload_id, &done))
+        self.run(
+            py,
+            self.s3
+                .complete_multipart_upload(bucket, key, upload_id, &done),
+        )
     }
 
     /// Abandons a multipart upload.

@@ -3,8 +3,8 @@
 use hipobj_s3::Error;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::BoundObject;
 use pyo3::types::PyDict;
+use pyo3::BoundObject;
 
 /// Builds `hipobj._errors.<class>(message, **fields)`.
 pub fn raise(py: Python<'_>, class: &str, message: String, fields: &[(&str, Py<PyAny>)]) -> PyErr {
@@ -17,7 +17,9 @@ pub fn raise(py: Python<'_>, class: &str, message: String, fields: &[(&str, Py<P
         let e = cls.call((message.clone(),), Some(&kw))?;
         Ok(PyErr::from_value(e))
     })();
-    made.unwrap_or_else(|e| PyRuntimeError::new_err(format!("{message} (and building its exception: {e})")))
+    made.unwrap_or_else(|e| {
+        PyRuntimeError::new_err(format!("{message} (and building its exception: {e})"))
+    })
 }
 
 fn obj<'py, T: IntoPyObject<'py>>(py: Python<'py>, v: T) -> Py<PyAny> {
@@ -38,7 +40,11 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
             request_id,
             reply,
         } => {
-            let class = if status == 404 { "NotFoundError" } else { "S3Error" };
+            let class = if status == 404 {
+                "NotFoundError"
+            } else {
+                "S3Error"
+            };
             raise(
                 py,
                 class,

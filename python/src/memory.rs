@@ -219,8 +219,10 @@ impl Cache {
     }
 
     fn touch(&self, e: &Entry) {
-        e.last_used
-            .store(self.clock.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        e.last_used.store(
+            self.clock.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
     }
 
     /// Registrations held.

@@ -40,7 +40,11 @@ impl Moved {
             py_str(Some(&self.path)),
             py_str(self.etag.as_deref()),
             py_str(self.checksum.as_deref()),
-            if self.checksum_verified { "True" } else { "False" },
+            if self.checksum_verified {
+                "True"
+            } else {
+                "False"
+            },
             self.parts
         )
     }
