@@ -7,10 +7,12 @@ use hipobj::{Config, Hipobj};
 use hipobj_s3::{ClientConfig, CompletedPart, Error, ListOptions, S3Client};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::PyTuple;
 
+use crate::args::parse_range;
 use crate::errors::{raise, to_py};
 use crate::memory::{Cache, Entry, View};
+use crate::plain;
 use crate::settings::{self, Args};
 use crate::transfer::{self, Cut, Window};
 use crate::types::{Bucket, ListPage, Moved, ObjectInfo};
@@ -26,37 +28,6 @@ pub struct Client {
     cut: Cut,
     nic: String,
     rdma_error: Option<String>,
-}
-
-/// `(first, last)` or `"bytes=first-last"`, inclusive.
-fn parse_range(r: &Bound<'_, PyAny>) -> PyResult<(u64, u64)> {
-    let (first, last): (u64, u64) = if let Ok(s) = r.cast::<PyString>() {
-        let s = s.to_str()?;
-        let spec = s.trim().strip_prefix("bytes=").unwrap_or(s.trim());
-        let parsed = spec.split_once('-').and_then(|(a, b)| {
-            Some((a.trim().parse::<u64>().ok()?, b.trim().parse::<u64>().ok()?))
-        });
-        parsed.ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "range {s:?} is not \"bytes=FIRST-LAST\" (both ends, inclusive)"
-            ))
-        })?
-    } else if let Ok(t) = r.cast::<PyTuple>() {
-        t.extract().map_err(|_| {
-            PyValueError::new_err("range must be (first, last): two non-negative ints, inclusive")
-        })?
-    } else {
-        return Err(PyTypeError::new_err(format!(
-            "range must be a (first, last) tuple or \"bytes=first-last\", not {}",
-            r.get_type().name()?
-        )));
-    };
-    if last < first {
-        return Err(PyValueError::new_err(format!(
-            "range {first}-{last} is empty: last must be at least first (both inclusive)"
-        )));
-    }
-    Ok((first, last))
 }
 
 /// A caller's buffer exported for a transfer: `len` bytes from `offset`,
@@ -145,7 +116,8 @@ impl Client {
     #[pyo3(signature = (
         endpoint=None, access_key=None, secret_key=None, region=None, profile=None, nic=None,
         require_rdma=false, *, rdma=true, addressing_style="path", part_size=64 << 20,
-        concurrency=4, attempts=2, max_registrations=64,
+        concurrency=4, attempts=2, max_registrations=64, connect_timeout=5.0,
+        request_timeout=10.0, timeout_per_gib=30.0,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -163,7 +135,25 @@ impl Client {
         concurrency: usize,
         attempts: u32,
         max_registrations: usize,
+        connect_timeout: f64,
+        request_timeout: f64,
+        timeout_per_gib: f64,
     ) -> PyResult<Client> {
+        let secs = |name: &str, v: f64| {
+            std::time::Duration::try_from_secs_f64(v)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "{name} must be a positive number of seconds, not {v}"
+                    ))
+                })
+        };
+        let timeouts = hipobj_s3::Timeouts {
+            connect: secs("connect_timeout", connect_timeout)?,
+            request: secs("request_timeout", request_timeout)?,
+            per_gib: secs("timeout_per_gib", timeout_per_gib)?,
+        };
         let r = settings::resolve(&Args {
             endpoint,
             profile,
@@ -208,6 +198,7 @@ impl Client {
         cfg.part_size = part_size;
         cfg.concurrency = concurrency;
         cfg.attempts = attempts;
+        cfg.timeouts = timeouts;
         cfg.rdma_memory = lib.clone();
         let s3 = S3Client::new(cfg).map_err(|e| to_py(py, e))?;
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -540,8 +531,7 @@ impl Client {
 }
 
 impl Client {
-    /// GET without the client library: plain HTTP into the buffer through
-    /// a bounded writer.
+    /// GET without the client library: plain HTTP into the buffer.
     fn get_plain(
         &self,
         py: Python<'_>,
@@ -553,27 +543,13 @@ impl Client {
         if self.s3.config().require_rdma {
             return Err(to_py(py, self.no_rdma()));
         }
-        let sel = match range {
-            Some((first, last)) => hipobj_s3::Selection::Range { first, last },
-            None => hipobj_s3::Selection::Whole,
-        };
-        let mut w = Bounded {
-            addr: h.view.addr + h.offset,
-            room: h.len,
-            pos: 0,
-            overflow: false,
-        };
+        let (addr, room) = (h.view.addr + h.offset, h.len);
         self.run(py, async {
-            let r = self.s3.get_object_http(bucket, key, sel, &mut w).await;
-            let mut o: Moved = match r {
-                Err(_) if w.overflow => {
-                    return Err(Error::BufferTooSmall {
-                        needed: None,
-                        available: w.room as u64,
-                    })
-                }
-                r => r?.into(),
-            };
+            // SAFETY: `h.view` exports `[addr, addr + room)` writable (the
+            // offset was checked against it) and lives until this call
+            // returns, which is after the future is done.
+            let mut o =
+                unsafe { plain::get_into(&self.s3, bucket, key, addr, room, range) }.await?;
             o.fallback_reason = Some(self.no_rdma().to_string());
             Ok(o)
         })
@@ -596,53 +572,5 @@ impl Client {
             }
             Ok(o)
         })
-    }
-}
-
-/// An `AsyncWrite` into `room` bytes at `addr` (a caller's buffer, exported
-/// for the duration of the GET): more bytes than room are an error.
-struct Bounded {
-    addr: usize,
-    room: usize,
-    pos: usize,
-    /// Set when the object did not fit.
-    overflow: bool,
-}
-
-impl tokio::io::AsyncWrite for Bounded {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        let me = self.get_mut();
-        if buf.len() > me.room - me.pos {
-            me.overflow = true;
-            return std::task::Poll::Ready(Err(std::io::Error::other(format!(
-                "the object does not fit in the {} bytes from the offset",
-                me.room
-            ))));
-        }
-        // SAFETY: `[addr, addr + room)` is exported writable for the whole
-        // GET (the caller holds the view), and `pos + len <= room`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(buf.as_ptr(), (me.addr + me.pos) as *mut u8, buf.len())
-        };
-        me.pos += buf.len();
-        std::task::Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
     }
 }

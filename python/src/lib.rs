@@ -3,10 +3,12 @@
 //! `hipobj-s3`. The Python side (`python/hipobj/`) adds the asyncio API,
 //! the boto3 bridge and the exceptions.
 
+mod args;
 mod client;
 mod dlpack;
 mod errors;
 mod memory;
+mod plain;
 mod settings;
 mod transfer;
 mod types;
