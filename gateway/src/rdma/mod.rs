@@ -47,8 +47,9 @@ pub use operation::{classify, Operation, MAX_GET_BUFFER, MAX_PUT_LEN};
 use reply::{set_request_id, with_reply};
 use transfer::Transfer;
 
-/// cuObject's public default DC access key; configurable.
-pub const DEFAULT_DC_KEY: u64 = 0xffee_ddcc;
+/// cuObject's public default DC access key, what `--dc-key cuobject`
+/// chooses ([`hipobj_fabric::CUOBJECT_DC_KEY`]).
+pub const DEFAULT_DC_KEY: u64 = hipobj_fabric::CUOBJECT_DC_KEY;
 
 /// Where a transfer token points.
 #[derive(Clone, Copy, Debug)]
@@ -86,7 +87,8 @@ pub struct RdmaEngine {
     /// DC initiators.
     pub dcis: dci::DciPool,
     cfg: RdmaConfig,
-    dc_key: u64,
+    /// The DC key from the configuration; `None`: DC is declined.
+    dc_key: Option<u64>,
 }
 
 /// Why the RDMA side could not start.
@@ -103,7 +105,7 @@ pub enum StartError {
 impl RdmaEngine {
     /// Opens the device (`cfg.device`, or the first hardware device, or the
     /// software provider's `soft0`) and registers the staging pool.
-    pub fn open(cfg: &RdmaConfig, dc_key: u64) -> Result<RdmaEngine, StartError> {
+    pub fn open(cfg: &RdmaConfig) -> Result<RdmaEngine, StartError> {
         let soft: Arc<dyn Provider> = Arc::new(SoftProvider::from_env()?);
         let verbs: Arc<dyn Provider> = Arc::new(hipobj_fabric::ibverbs::VerbsProvider::new());
         let (provider, name) = match cfg.device.as_deref() {
@@ -115,6 +117,7 @@ impl RdmaEngine {
             },
         };
         let device = Device::open(provider.as_ref(), &name)?;
+        dci::log_setup(&device, cfg.dc_key);
         let table = device.gid_table(1)?;
         let index = hipobj_fabric::gid_table::pick_best_gid(&table);
         let gid = table
@@ -145,7 +148,7 @@ impl RdmaEngine {
             pairs,
             dcis: dci::DciPool::new(cfg.dc_initiators, cfg.dc_per_key),
             cfg: cfg.clone(),
-            dc_key,
+            dc_key: cfg.dc_key,
         })
     }
 
@@ -266,7 +269,7 @@ impl RdmaEngine {
                         gid: t.gid,
                         lid: t.lid,
                         dct_num: t.qp_num,
-                        dc_key: self.dc_key,
+                        dc_key: self.dc_key.unwrap_or_default(),
                     })
                 };
                 let dialect = if t.transport == Transport::Rc {
@@ -293,7 +296,7 @@ impl RdmaEngine {
                     gid,
                     lid: d.lid,
                     dct_num: d.dct_num,
-                    dc_key: self.dc_key,
+                    dc_key: self.dc_key.unwrap_or_default(),
                 };
                 let remote = RemoteBuffer {
                     addr: d.addr,
@@ -354,12 +357,8 @@ impl RdmaEngine {
                 Some(p) => Path::Rc(p),
             },
             Target::Dc(to) => {
-                if !self.device.info().supports_dc {
-                    return self.decline(
-                        "dc_unavailable",
-                        "DC is not available on this device",
-                        request_id,
-                    );
+                if let Some((reason, why)) = dci::refusal(self.device.info(), self.dc_key) {
+                    return self.decline(reason, &why, request_id);
                 }
                 match self
                     .dcis
