@@ -96,6 +96,13 @@ pub struct CommonArgs {
     /// DC initiators one access key may hold at a time.
     #[arg(long, env = "HIPOBJ_MAX_DC_PER_KEY", default_value = "16", value_parser = at_least_one, value_name = "N")]
     pub max_dc_per_key: usize,
+    /// The DC access key presented to clients' DC targets: a number
+    /// (`0x...` or decimal), or `cuobject` for cuObject's public default
+    /// 0xffeeddcc (needed to serve cuObject clients; logged as a warning:
+    /// anyone who knows it can reach those targets). Without it DC tokens
+    /// are declined (501); hipobj-test-server uses `cuobject` unless set.
+    #[arg(long, env = "HIPOBJ_DC_KEY", value_parser = dc_key, value_name = "KEY|cuobject")]
+    pub dc_key: Option<u64>,
     /// Networks (CIDR, comma-separated) whose addresses a client's RDMA GID
     /// may name besides its HTTP connection's own address: clients behind
     /// a proxy or load balancer, or with RDMA on another interface than
@@ -248,6 +255,20 @@ pub fn positive_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A DC key: `cuobject` (cuObject's public 0xffeeddcc), `0x` and hex
+/// digits, or decimal.
+pub fn dc_key(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("cuobject") {
+        return Ok(hipobj_fabric::CUOBJECT_DC_KEY);
+    }
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse::<u64>(),
+    };
+    parsed.map_err(|e| format!("not a DC key (a 64-bit number, or cuobject): {e}"))
+}
+
 /// A count of at least one.
 pub fn at_least_one(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
@@ -362,6 +383,7 @@ impl CommonArgs {
             staging_per_key: self.max_staging_per_key,
             dc_initiators: self.max_dc_initiators,
             dc_per_key: self.max_dc_per_key,
+            dc_key: self.dc_key,
             allowed_peers: self.rdma_allow_peers.clone(),
         }
     }
@@ -493,6 +515,8 @@ mod tests {
             "7",
             "--max-dc-per-key",
             "2",
+            "--dc-key",
+            "0x0123456789abcdef",
             "--rdma-allow-peers",
             "10.1.0.0/16,fe80::/64",
         ])
@@ -514,10 +538,35 @@ mod tests {
                 staging_per_key: Some(6),
                 dc_initiators: 7,
                 dc_per_key: 2,
+                dc_key: Some(0x0123_4567_89ab_cdef),
                 allowed_peers: vec!["10.1.0.0/16".parse().unwrap(), "fe80::/64".parse().unwrap()],
             }
         );
         assert_eq!(g.common.max_skew(), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn the_dc_key_is_a_number_or_cuobject_and_absent_by_default() {
+        assert_eq!(dc_key("cuobject"), Ok(0xffee_ddcc));
+        assert_eq!(dc_key("CuObject"), Ok(hipobj_fabric::CUOBJECT_DC_KEY));
+        assert_eq!(dc_key("0xFFEEDDCC"), Ok(0xffee_ddcc));
+        assert_eq!(dc_key("42"), Ok(42));
+        assert_eq!(dc_key("0xffffffffffffffff"), Ok(u64::MAX));
+        for bad in [
+            "",
+            "0x",
+            "-1",
+            "0x1_0000_0000_0000_0000",
+            "public",
+            "0x10000000000000000",
+        ] {
+            let e = dc_key(bad).unwrap_err();
+            assert!(e.starts_with("not a DC key"), "{bad}: {e}");
+        }
+        assert_eq!(parse(&[]).unwrap().common.rdma().dc_key, None);
+        let g = parse(&["--dc-key", "cuobject"]).unwrap();
+        assert_eq!(g.common.rdma().dc_key, Some(0xffee_ddcc));
+        assert!(parse(&["--dc-key", "nope"]).is_err());
     }
 
     #[test]

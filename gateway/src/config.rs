@@ -159,6 +159,11 @@ pub struct RdmaConfig {
     pub dc_initiators: usize,
     /// DC initiators one access key may hold at a time.
     pub dc_per_key: usize,
+    /// The DC access key presented to clients' DC targets; `None`: DC
+    /// tokens are declined (501). cuObject's public default
+    /// ([`hipobj_fabric::CUOBJECT_DC_KEY`]) is only used when chosen, and
+    /// then logged as a warning.
+    pub dc_key: Option<u64>,
     /// Networks whose addresses a client's RDMA GID may name besides the
     /// address of the HTTP connection the request came on (clients behind
     /// a proxy or load balancer, or with HTTP and RDMA on different
@@ -182,6 +187,7 @@ impl Default for RdmaConfig {
             staging_per_key: None,
             dc_initiators: 64,
             dc_per_key: 16,
+            dc_key: None,
             allowed_peers: Vec::new(),
         }
     }

@@ -5,7 +5,7 @@
 use crate::auth::{self, AuthSettings, BodyMode, Credentials};
 use crate::body::Body;
 use crate::config::{EngineConfig, ServerConfig, UpstreamConfig};
-use crate::rdma::{RdmaEngine, DEFAULT_DC_KEY};
+use crate::rdma::RdmaEngine;
 use crate::s3err::{request_id, S3Error};
 use crate::upstream::{self, Payload, Upstream};
 use axum::extract::State;
@@ -59,7 +59,7 @@ impl Engine {
                 buffers
             });
         }
-        let rdma = Arc::new(RdmaEngine::open(&rdma_cfg, DEFAULT_DC_KEY)?);
+        let rdma = Arc::new(RdmaEngine::open(&rdma_cfg)?);
         rdma.start_sweeper()?;
         Ok(Engine {
             creds: Credentials::new(&cfg.credentials),

@@ -26,6 +26,16 @@ struct Args {
     common: CommonArgs,
 }
 
+/// The RDMA settings: the gateway's, except that the DC key is cuObject's
+/// public one unless `--dc-key` says otherwise. This is the reference
+/// server for tests and other implementations, whose DC clients (cuObject
+/// among them) use that key; the engine logs the choice as a warning.
+fn rdma_settings(common: &CommonArgs) -> hipobj_gateway::config::RdmaConfig {
+    let mut rdma = common.rdma();
+    rdma.dc_key = rdma.dc_key.or(Some(hipobj_gateway::rdma::DEFAULT_DC_KEY));
+    rdma
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
@@ -38,7 +48,7 @@ async fn main() -> anyhow::Result<()> {
         max_skew: a.common.max_skew(),
         upstream,
         upstream_options: Default::default(),
-        rdma: a.common.rdma(),
+        rdma: rdma_settings(&a.common),
         server: a.common.server(),
     };
     let engine = Arc::new(Engine::new(&cfg).context("starting the engine")?);

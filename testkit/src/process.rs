@@ -334,7 +334,8 @@ pub fn test_server(bin: &Path, args: &[&str]) -> ServerProc {
 
 /// `hipobj-gateway` (the binary at `bin`) on a free loopback port in front
 /// of `upstream`, signing for it with `access_key` and `secret_key`, on the
-/// software provider with 8 staging buffers, once its `/health` answers 200.
+/// software provider with 8 staging buffers and cuObject's public DC key,
+/// once its `/health` answers 200.
 pub fn gateway(bin: &Path, upstream: &str, access_key: &str, secret_key: &str) -> ServerProc {
     let port = free_port();
     let mut cmd = Command::new(bin);
@@ -350,6 +351,9 @@ pub fn gateway(bin: &Path, upstream: &str, access_key: &str, secret_key: &str) -
         // The software provider even where the host has a NIC.
         "--rdma-device",
         "soft0",
+        // The test clients' DC targets use cuObject's public key.
+        "--dc-key",
+        "cuobject",
         "--staging-buffers",
         "8",
     ])
@@ -360,8 +364,9 @@ pub fn gateway(bin: &Path, upstream: &str, access_key: &str, secret_key: &str) -
 }
 
 /// `hipobj-gateway` (the binary at `bin`) with `args`, and `env` in its
-/// environment, on a loopback port it picks (`--listen 127.0.0.1:0`) and
-/// the software provider, none of the variables of this environment that
+/// environment, on a loopback port it picks (`--listen 127.0.0.1:0`),
+/// the software provider and cuObject's public DC key (`--dc-key
+/// cuobject`: `args` must not name another), none of the variables of this environment that
 /// name its store, keys or region passed on; once it has printed the URL
 /// it serves. Its stderr is kept ([`ServerProc::log`]); a [`NotStarted`]
 /// with that log when it exits first (a setting refused, ...).
@@ -372,8 +377,15 @@ pub fn try_gateway_with(
 ) -> Result<ServerProc, NotStarted> {
     let mut cmd = Command::new(bin);
     // The software provider even where the host has a NIC.
-    cmd.args(["--listen", "127.0.0.1:0", "--rdma-device", "soft0"])
-        .args(args);
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--rdma-device",
+        "soft0",
+        "--dc-key",
+        "cuobject",
+    ])
+    .args(args);
     for var in [
         "HIPOBJ_UPSTREAM",
         "HIPOBJ_DATA_DIR",

@@ -8,6 +8,8 @@
 //! and against libibverbs when `HIPOBJ_TEST_IBV_DEVICE` names a device.
 #![allow(dead_code)]
 
+pub mod dc;
+
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::seam::Provider;
 use hipobj_fabric::{

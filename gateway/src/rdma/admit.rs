@@ -8,7 +8,7 @@ use http::{Response, StatusCode};
 
 use hipobj_fabric::Gid;
 
-use super::dci::DciError;
+use super::dci::{self, DciError};
 use super::mover::Initiator;
 use super::reply::with_reply;
 use super::target::Target;
@@ -109,12 +109,8 @@ impl RdmaEngine {
                 Some(p) => Initiator::Rc(p),
             },
             Target::Dc(to) => {
-                if !self.device.info().supports_dc {
-                    return Err(self.decline(
-                        "dc_unavailable",
-                        "DC is not available on this device",
-                        request_id,
-                    ));
+                if let Some((reason, why)) = dci::refusal(self.device.info(), self.dc_key) {
+                    return Err(self.decline(reason, &why, request_id));
                 }
                 match self
                     .dcis

@@ -6,7 +6,9 @@
 use super::completions::AsyncCq;
 use super::shares::KeyShares;
 use hipobj_fabric::rc::RcParams;
-use hipobj_fabric::{Device, FabricError, ProtectionDomain, QpCap, QpState, QpType, QueuePair};
+use hipobj_fabric::{
+    Device, DeviceInfo, FabricError, ProtectionDomain, QpCap, QpState, QpType, QueuePair,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -119,6 +121,46 @@ impl DciPool {
     }
 }
 
+/// Why a DC token is declined here (the metric's reason and the message),
+/// if it is: the device has no DC (saying why), or no DC key is configured.
+pub fn refusal(info: &DeviceInfo, dc_key: Option<u64>) -> Option<(&'static str, String)> {
+    if !info.supports_dc {
+        let why = info.dc_unavailable.as_deref().unwrap_or("no DC support");
+        return Some((
+            "dc_unavailable",
+            format!("DC is not available on this device: {why}"),
+        ));
+    }
+    if dc_key.is_none() {
+        return Some((
+            "dc_no_key",
+            "DC is not configured on this gateway (no DC key: --dc-key)".to_string(),
+        ));
+    }
+    None
+}
+
+/// Says at start what DC tokens will get: the device's DC support and the
+/// configured key (a warning for cuObject's public one).
+pub(super) fn log_setup(device: &Device, dc_key: Option<u64>) {
+    let info = device.info();
+    match (info.supports_dc, dc_key) {
+        (false, _) => tracing::info!(
+            device = %info.name,
+            why = info.dc_unavailable.as_deref().unwrap_or("no DC support"),
+            "DC tokens will be declined (501): the device has no DC"
+        ),
+        (true, None) => {
+            tracing::info!("DC tokens will be declined (501): no DC key is configured (--dc-key)")
+        }
+        (true, Some(hipobj_fabric::CUOBJECT_DC_KEY)) => tracing::warn!(
+            "DC key: cuObject's public default 0xffeeddcc, as configured; any host that \
+             knows it can reach the DC targets this gateway serves, as it can"
+        ),
+        (true, Some(_)) => tracing::info!("DC key configured"),
+    }
+}
+
 fn make(device: &Device, pd: &ProtectionDomain, params: &RcParams) -> Result<Dci, FabricError> {
     let cq = device.create_cq(64)?;
     let qp = pd.create_qp(
@@ -173,5 +215,49 @@ impl Drop for DciLease {
                 .push(d);
         }
         // Otherwise it is destroyed here, before its permits are released.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(supports_dc: bool, why: Option<&str>) -> DeviceInfo {
+        DeviceInfo {
+            name: "mlx5_0".into(),
+            vendor_id: 0x15b3,
+            vendor_part_id: 4129,
+            phys_port_cnt: 1,
+            max_mr_size: u64::MAX,
+            supports_dmabuf: true,
+            supports_dc,
+            dc_unavailable: why.map(str::to_string),
+            max_qp_rd_atom: 16,
+            max_qp_init_rd_atom: 16,
+        }
+    }
+
+    #[test]
+    fn dc_is_declined_without_dc_or_without_a_key_and_served_otherwise() {
+        let why = "DC needs libmlx5: libmlx5.so.1 could not be loaded";
+        assert_eq!(
+            refusal(&info(false, Some(why)), Some(1)),
+            Some((
+                "dc_unavailable",
+                format!("DC is not available on this device: {why}")
+            ))
+        );
+        assert_eq!(
+            refusal(&info(true, None), None),
+            Some((
+                "dc_no_key",
+                "DC is not configured on this gateway (no DC key: --dc-key)".to_string()
+            ))
+        );
+        assert_eq!(
+            refusal(&info(true, None), Some(hipobj_fabric::CUOBJECT_DC_KEY)),
+            None
+        );
+        assert_eq!(refusal(&info(true, None), Some(7)), None);
     }
 }

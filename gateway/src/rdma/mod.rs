@@ -53,8 +53,9 @@ use reply::with_reply;
 use target::Aim;
 use transfer::Transfer;
 
-/// cuObject's public default DC access key; configurable.
-pub const DEFAULT_DC_KEY: u64 = 0xffee_ddcc;
+/// cuObject's public default DC access key, what `--dc-key cuobject`
+/// chooses ([`hipobj_fabric::CUOBJECT_DC_KEY`]).
+pub const DEFAULT_DC_KEY: u64 = hipobj_fabric::CUOBJECT_DC_KEY;
 
 /// The RDMA side of the engine.
 #[derive(Debug)]
@@ -74,7 +75,8 @@ pub struct RdmaEngine {
     /// DC initiators.
     pub dcis: dci::DciPool,
     cfg: RdmaConfig,
-    dc_key: u64,
+    /// The DC key from the configuration; `None`: DC is declined.
+    dc_key: Option<u64>,
 }
 
 /// Why the RDMA side could not start.
@@ -91,7 +93,7 @@ pub enum StartError {
 impl RdmaEngine {
     /// Opens the device (`cfg.device`, or the first hardware device, or the
     /// software provider's `soft0`) and registers the staging pool.
-    pub fn open(cfg: &RdmaConfig, dc_key: u64) -> Result<RdmaEngine, StartError> {
+    pub fn open(cfg: &RdmaConfig) -> Result<RdmaEngine, StartError> {
         let soft: Arc<dyn Provider> = Arc::new(SoftProvider::from_env()?);
         let verbs: Arc<dyn Provider> = Arc::new(hipobj_fabric::ibverbs::VerbsProvider::new());
         let (provider, name) = match cfg.device.as_deref() {
@@ -103,6 +105,7 @@ impl RdmaEngine {
             },
         };
         let device = Device::open(provider.as_ref(), &name)?;
+        dci::log_setup(&device, cfg.dc_key);
         let table = device.gid_table(1)?;
         let index = hipobj_fabric::gid_table::pick_best_gid(&table);
         let gid = table
@@ -133,7 +136,7 @@ impl RdmaEngine {
             pairs,
             dcis: dci::DciPool::new(cfg.dc_initiators, cfg.dc_per_key),
             cfg: cfg.clone(),
-            dc_key,
+            dc_key: cfg.dc_key,
         })
     }
 
@@ -218,7 +221,8 @@ impl RdmaEngine {
             }
         };
         // Where the bytes would go: the RC client QP, or a DC target.
-        let (target, remote, dialect) = match target::aim(detected, self.dc_key) {
+        let (target, remote, dialect) = match target::aim(detected, self.dc_key.unwrap_or_default())
+        {
             Aim::Handshake(t) => {
                 if !self.peer_allowed(t.gid, client) {
                     return self.refuse_peer(t.gid, client, request_id);
