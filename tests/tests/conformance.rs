@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// The tampering modes and the check each must make FAIL (as
 /// `tamper-proxy --list` prints them, and `docs/conformance.md`).
-const MODES: [(&str, &str); 7] = [
+const MODES: [(&str, &str); 9] = [
     ("drop-reply", "reply.get"),
     ("range200", "get.range.206"),
     ("flip-byte", "get.whole"),
@@ -26,6 +26,8 @@ const MODES: [(&str, &str); 7] = [
     ("accept-unsigned", "status.token-not-signed.403"),
     ("partial-put", "put.failed.old-intact"),
     ("status500", "status.malformed-token.400"),
+    ("serve-other-op", "status.other-operation.501"),
+    ("fallback-on-421", "status.unknown-pair.421"),
 ];
 
 fn proxy_bin() -> &'static Path {

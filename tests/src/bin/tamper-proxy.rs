@@ -48,6 +48,17 @@ enum Mode {
     /// Answer 500 (and reply 500) where the server answered a token
     /// request 400.
     Status500,
+    /// Serve a token on a bucket operation (ListObjectsV2 and the like) as
+    /// if it had none: the token is removed, the request signed again and
+    /// answered plainly, where the server must answer 501.
+    #[value(name = "serve-other-op")]
+    ServeOtherOp,
+    /// Where the server answered 421 (no pair with the token's QP), send
+    /// the request again without the token and answer with the object in
+    /// the body: a server that falls back to HTTP instead of asking for a
+    /// new handshake.
+    #[value(name = "fallback-on-421")]
+    FallbackOn421,
 }
 
 impl Mode {
@@ -61,6 +72,8 @@ impl Mode {
             Mode::AcceptUnsigned => "status.token-not-signed.403",
             Mode::PartialPut => "put.failed.old-intact",
             Mode::Status500 => "status.malformed-token.400",
+            Mode::ServeOtherOp => "status.other-operation.501",
+            Mode::FallbackOn421 => "status.unknown-pair.421",
         }
     }
 }
@@ -172,6 +185,13 @@ fn token_signed(h: &HeaderMap) -> bool {
         .any(|s| s.split(';').any(|n| n == headers::RDMA_TOKEN))
 }
 
+/// Whether the request names a bucket rather than an object (`/bucket`,
+/// `/bucket/`, with any query).
+fn is_bucket_operation(path_query: &str) -> bool {
+    let path = path_query.split('?').next().unwrap_or("");
+    !path.trim_start_matches('/').trim_end_matches('/').contains('/')
+}
+
 fn error_response(status: StatusCode, msg: String) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from(msg)));
     *r.status_mut() = status;
@@ -260,6 +280,10 @@ impl Proxy {
             (Mode::AcceptUnsigned, Some(_)) if !token_signed(&h) => {
                 self.sign(&method, &path_query, &mut h)?;
             }
+            (Mode::ServeOtherOp, Some(_)) if transfer && is_bucket_operation(&path_query) => {
+                h.remove(headers::RDMA_TOKEN);
+                self.sign(&method, &path_query, &mut h)?;
+            }
             _ => {}
         }
 
@@ -297,6 +321,18 @@ impl Proxy {
                     rp.headers
                         .insert(headers::RDMA_REPLY, HeaderValue::from_static("500"));
                 }
+            }
+            Mode::FallbackOn421
+                if transfer
+                    && method == Method::GET
+                    && rp.status == StatusCode::MISDIRECTED_REQUEST =>
+            {
+                let mut plain = h.clone();
+                plain.remove(headers::RDMA_TOKEN);
+                self.sign(&method, &path_query, &mut plain)?;
+                (rp, rbody) = self
+                    .send(method.clone(), &path_query, plain, Bytes::new())
+                    .await?;
             }
             Mode::PartialPut
                 if transfer
