@@ -9,7 +9,7 @@
 
 #![forbid(unsafe_code)]
 
-use hipobj_e2e_containers::*;
+use hipobj_e2e::*;
 use http::Method;
 
 #[test]
