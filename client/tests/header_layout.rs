@@ -14,61 +14,14 @@
 
 use hipobj::ffi::{self, HipObjConfig, HipObjError, HipObjOps};
 use hipobj::OpError;
-use std::collections::{BTreeMap, BTreeSet};
+use hipobj_c_layout::{Checks, Program};
+use std::collections::BTreeSet;
 use std::ffi::{c_int, c_void};
 use std::mem::{align_of, offset_of, size_of};
 use std::path::PathBuf;
-use std::process::Command;
 
 fn header() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/include/hipobj.h"))
-}
-
-/// One value to compare: what is checked, the C expression computing it,
-/// and the Rust value.
-struct Check {
-    label: String,
-    c_expr: String,
-    rust: i64,
-}
-
-#[derive(Default)]
-struct Checks(Vec<Check>);
-
-impl Checks {
-    fn add(&mut self, label: impl Into<String>, c_expr: impl Into<String>, rust: i64) {
-        self.0.push(Check {
-            label: label.into(),
-            c_expr: c_expr.into(),
-            rust,
-        });
-    }
-
-    fn layout(&mut self, c_type: &str, size: usize, align: usize) {
-        self.add(
-            format!("sizeof({c_type})"),
-            format!("sizeof({c_type})"),
-            size as i64,
-        );
-        self.add(
-            format!("_Alignof({c_type})"),
-            format!("_Alignof({c_type})"),
-            align as i64,
-        );
-    }
-
-    fn offset(&mut self, c_type: &str, member: &str, rust: usize) {
-        self.add(
-            format!("offsetof({c_type}, {member})"),
-            format!("offsetof({c_type}, {member})"),
-            rust as i64,
-        );
-    }
-
-    /// An enumerator or a `#define`d number.
-    fn value(&mut self, name: &str, rust: i64) {
-        self.add(name, name, rust);
-    }
 }
 
 /// The enumerators of `hipObjOpError_t`, as `OpError` has them.
@@ -140,12 +93,12 @@ fn checks() -> Checks {
         offset_of!(HipObjError, hip_error),
     );
     let success = HipObjError::SUCCESS;
-    c.add(
+    c.add_signed(
         "HIPOBJ_SUCCESS.opError",
         "HIPOBJ_SUCCESS.opError",
         i64::from(success.op_error),
     );
-    c.add(
+    c.add_signed(
         "HIPOBJ_SUCCESS.hipError",
         "HIPOBJ_SUCCESS.hipError",
         i64::from(success.hip_error),
@@ -259,53 +212,11 @@ fn every_enumerator_and_constant_of_the_header_is_checked() {
 #[test]
 fn rust_declarations_match_the_header() {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let checks = checks();
-    let mut src = format!(
-        "#include <stddef.h>\n#include <stdio.h>\n#include \"{}\"\nint main(void) {{\n",
-        header().display()
-    );
-    for (i, ch) in checks.0.iter().enumerate() {
-        src.push_str(&format!(
-            "    printf(\"%d %lld\\n\", {i}, (long long)({}));\n",
-            ch.c_expr
-        ));
-    }
-    src.push_str("    return 0;\n}\n");
-    let c_file = dir.path().join("layout.c");
-    let exe = dir.path().join("layout");
-    std::fs::write(&c_file, &src).expect("write layout.c");
-    let out = Command::new("gcc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-o"])
-        .arg(&exe)
-        .arg(&c_file)
-        .output()
-        .expect("run gcc");
-    assert!(
-        out.status.success(),
-        "compiling {} failed:\n{}",
-        c_file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let run = Command::new(&exe).output().expect("run the layout program");
-    assert!(run.status.success(), "the layout program failed");
-    let printed: BTreeMap<usize, i64> = String::from_utf8_lossy(&run.stdout)
-        .lines()
-        .map(|l| {
-            let (i, v) = l.split_once(' ').expect("index value");
-            (i.parse().unwrap(), v.parse().unwrap())
-        })
-        .collect();
-    assert_eq!(printed.len(), checks.0.len(), "one line per check");
-    let bad: Vec<String> = checks
-        .0
-        .iter()
-        .enumerate()
-        .filter(|(i, ch)| printed[i] != ch.rust)
-        .map(|(i, ch)| format!("{}: C {} but Rust {}", ch.label, printed[&i], ch.rust))
-        .collect();
-    println!(
-        "checked {} sizes, alignments, offsets, enumerators and constants against include/hipobj.h",
-        checks.0.len()
-    );
-    assert!(bad.is_empty(), "ABI mismatches:\n{}", bad.join("\n"));
+    let include = format!("\"{}\"", header().display());
+    let program = Program {
+        include: &include,
+        cc: "gcc",
+        flags: &["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"],
+    };
+    hipobj_c_layout::assert_matches(&checks(), program, dir.path(), "include/hipobj.h");
 }
