@@ -382,15 +382,13 @@ impl BufferMap {
         size: usize,
     ) -> Result<(MemoryRegion, MemoryRegion)> {
         let reg = |access| -> Result<MemoryRegion> {
-            let (fd, offset) = hip
-                .export_dmabuf(addr, size)
-                .map_err(|h| {
-                    Error::hip(
-                        OpError::DmabufNotSupported,
-                        h,
-                        format!("{} dma-buf export failed", hip.name()),
-                    )
-                })?;
+            let (fd, offset) = hip.export_dmabuf(addr, size).map_err(|h| {
+                Error::hip(
+                    OpError::DmabufNotSupported,
+                    h,
+                    format!("{} dma-buf export failed", hip.name()),
+                )
+            })?;
             // The fd is closed when `fd` drops: the MR keeps its own reference.
             Ok(dev
                 .pd

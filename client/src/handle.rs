@@ -105,7 +105,13 @@ impl Hipobj {
                 .buffers
                 .register_host(&self.inst.device, addr, size)?
         };
-        Ok(Registered::new(self, addr, size, Owned::Host { _memory: memory }, None))
+        Ok(Registered::new(
+            self,
+            addr,
+            size,
+            Owned::Host { _memory: memory },
+            None,
+        ))
     }
 
     /// Allocates `size` bytes of device memory on GPU `device` (numbered
@@ -114,7 +120,11 @@ impl Hipobj {
     /// memory and frees it after the last handle is dropped.
     /// [`Registered::read`] and [`Registered::write`] copy through the GPU
     /// runtime.
-    pub fn register_device(&self, device: i32, size: usize) -> Result<Registered<'static, 'static>> {
+    pub fn register_device(
+        &self,
+        device: i32,
+        size: usize,
+    ) -> Result<Registered<'static, 'static>> {
         let gpus = &self.inst.platform.hip;
         let addr = gpus.device_alloc(device, size).map_err(|h| {
             Error::hip(

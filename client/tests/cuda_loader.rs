@@ -207,21 +207,73 @@ fn constants_are_cuda_h_values_and_the_stubs() {
     // (name, the value in cuda.h, the value cuda.rs uses)
     let table: [(&str, i32, i64); 17] = [
         ("CUDA_SUCCESS", 0, cuda::CUDA_SUCCESS.into()),
-        ("CUDA_ERROR_INVALID_VALUE", 1, cuda::CUDA_ERROR_INVALID_VALUE.into()),
-        ("CUDA_ERROR_NO_DEVICE", 100, cuda::CUDA_ERROR_NO_DEVICE.into()),
-        ("CUDA_ERROR_INVALID_DEVICE", 101, cuda::CUDA_ERROR_INVALID_DEVICE.into()),
-        ("CUDA_ERROR_NOT_READY", 600, cuda::CUDA_ERROR_NOT_READY.into()),
-        ("CUDA_ERROR_NOT_SUPPORTED", 801, cuda::CUDA_ERROR_NOT_SUPPORTED.into()),
-        ("CU_POINTER_ATTRIBUTE_MEMORY_TYPE", 2, cuda::CU_POINTER_ATTRIBUTE_MEMORY_TYPE.into()),
-        ("CU_POINTER_ATTRIBUTE_IS_MANAGED", 8, cuda::CU_POINTER_ATTRIBUTE_IS_MANAGED.into()),
-        ("CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL", 9, cuda::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL.into()),
-        ("CU_POINTER_ATTRIBUTE_RANGE_START_ADDR", 11, cuda::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR.into()),
-        ("CU_POINTER_ATTRIBUTE_RANGE_SIZE", 12, cuda::CU_POINTER_ATTRIBUTE_RANGE_SIZE.into()),
+        (
+            "CUDA_ERROR_INVALID_VALUE",
+            1,
+            cuda::CUDA_ERROR_INVALID_VALUE.into(),
+        ),
+        (
+            "CUDA_ERROR_NO_DEVICE",
+            100,
+            cuda::CUDA_ERROR_NO_DEVICE.into(),
+        ),
+        (
+            "CUDA_ERROR_INVALID_DEVICE",
+            101,
+            cuda::CUDA_ERROR_INVALID_DEVICE.into(),
+        ),
+        (
+            "CUDA_ERROR_NOT_READY",
+            600,
+            cuda::CUDA_ERROR_NOT_READY.into(),
+        ),
+        (
+            "CUDA_ERROR_NOT_SUPPORTED",
+            801,
+            cuda::CUDA_ERROR_NOT_SUPPORTED.into(),
+        ),
+        (
+            "CU_POINTER_ATTRIBUTE_MEMORY_TYPE",
+            2,
+            cuda::CU_POINTER_ATTRIBUTE_MEMORY_TYPE.into(),
+        ),
+        (
+            "CU_POINTER_ATTRIBUTE_IS_MANAGED",
+            8,
+            cuda::CU_POINTER_ATTRIBUTE_IS_MANAGED.into(),
+        ),
+        (
+            "CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL",
+            9,
+            cuda::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL.into(),
+        ),
+        (
+            "CU_POINTER_ATTRIBUTE_RANGE_START_ADDR",
+            11,
+            cuda::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR.into(),
+        ),
+        (
+            "CU_POINTER_ATTRIBUTE_RANGE_SIZE",
+            12,
+            cuda::CU_POINTER_ATTRIBUTE_RANGE_SIZE.into(),
+        ),
         ("CU_MEMORYTYPE_HOST", 1, cuda::CU_MEMORYTYPE_HOST.into()),
         ("CU_MEMORYTYPE_DEVICE", 2, cuda::CU_MEMORYTYPE_DEVICE.into()),
-        ("CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD", 1, cuda::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD.into()),
-        ("CU_MEMHOSTALLOC_PORTABLE", 1, cuda::CU_MEMHOSTALLOC_PORTABLE.into()),
-        ("CU_EVENT_DISABLE_TIMING", 2, cuda::CU_EVENT_DISABLE_TIMING.into()),
+        (
+            "CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD",
+            1,
+            cuda::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD.into(),
+        ),
+        (
+            "CU_MEMHOSTALLOC_PORTABLE",
+            1,
+            cuda::CU_MEMHOSTALLOC_PORTABLE.into(),
+        ),
+        (
+            "CU_EVENT_DISABLE_TIMING",
+            2,
+            cuda::CU_EVENT_DISABLE_TIMING.into(),
+        ),
         ("CU_STREAM_PER_THREAD", 2, cuda::CU_STREAM_PER_THREAD as i64),
     ];
     for (name, header, ours) in table {
@@ -246,7 +298,10 @@ fn every_call_through_the_loader() {
     assert_eq!(cuda.current_device().unwrap(), 1);
     // Upper-case hex from CUDA, lower case as sysfs has it.
     assert_eq!(cuda.pci_bus_id(1).unwrap(), "0000:c1:00.0");
-    assert_eq!(cuda.pci_bus_id(7).unwrap_err(), cuda::CUDA_ERROR_INVALID_DEVICE);
+    assert_eq!(
+        cuda.pci_bus_id(7).unwrap_err(),
+        cuda::CUDA_ERROR_INVALID_DEVICE
+    );
 
     let dev = stub.alloc_device(ALLOC, 1);
     let a = cuda.pointer_attributes(dev + 100).unwrap();
@@ -265,7 +320,9 @@ fn every_call_through_the_loader() {
     // Pinned staging memory, in the current device's primary context.
     let pinned = cuda.host_alloc(4096).unwrap();
     assert!(stub.log().contains("cuDevicePrimaryCtxRetain dev=1"));
-    assert!(stub.log().contains("cuMemHostAlloc size=4096 flags=1 dev=1"));
+    assert!(stub
+        .log()
+        .contains("cuMemHostAlloc size=4096 flags=1 dev=1"));
     assert_eq!(
         cuda.pointer_attributes(pinned).unwrap().memory_type,
         MemoryType::Host
@@ -281,8 +338,14 @@ fn every_call_through_the_loader() {
     assert_eq!(device_bytes(dev + 4096, 4096), pattern(2, 4096));
     let log = stub.log();
     assert!(log.contains("cuEventCreate flags=2"), "{log}");
-    assert!(log.contains("cuMemcpyDtoHAsync src=+0 n=4096 stream=0x2 dev=1"), "{log}");
-    assert!(log.contains("cuMemcpyHtoDAsync dst=+4096 n=4096 stream=0x2 dev=1"), "{log}");
+    assert!(
+        log.contains("cuMemcpyDtoHAsync src=+0 n=4096 stream=0x2 dev=1"),
+        "{log}"
+    );
+    assert!(
+        log.contains("cuMemcpyHtoDAsync dst=+4096 n=4096 stream=0x2 dev=1"),
+        "{log}"
+    );
     assert!(cuda.copy_async(pinned, host.as_ptr() as usize, 16).is_err());
     cuda.host_free(pinned);
     assert!(stub.log().contains("cuMemFreeHost size=4096"));
@@ -307,7 +370,8 @@ fn every_call_through_the_loader() {
     let data = pattern(3, 8192);
     cuda.copy_sync(mem, data.as_ptr() as usize, 8192).unwrap();
     let mut back = vec![0u8; 8192];
-    cuda.copy_sync(back.as_mut_ptr() as usize, mem, 8192).unwrap();
+    cuda.copy_sync(back.as_mut_ptr() as usize, mem, 8192)
+        .unwrap();
     assert_eq!(back, data);
     cuda.device_free(mem);
     assert!(stub.log().contains("cuMemFree size=8192 dev=0"));
@@ -399,7 +463,9 @@ fn staging_moves_the_bytes_both_ways() {
             !stub.log().contains("cuMemGetHandleForAddressRange"),
             "the NIC has no dma-buf: nothing is exported"
         );
-        assert!(stub.log().contains(&format!("cuMemHostAlloc size={ALLOC} flags=1")));
+        assert!(stub
+            .log()
+            .contains(&format!("cuMemHostAlloc size={ALLOC} flags=1")));
         drop(entry);
         // GET: into staging, then host to device.
         buf.get(0, ALLOC, &mut PeerOps::get(&peer, "obj")).unwrap();
@@ -409,9 +475,12 @@ fn staging_moves_the_bytes_both_ways() {
         )));
         // PUT of part of it: device to host, then the server reads staging.
         write_device(dev + 4096, &pattern(8, 8192));
-        buf.put(4096, 8192, &mut PeerOps::put(&peer, "part")).unwrap();
+        buf.put(4096, 8192, &mut PeerOps::put(&peer, "part"))
+            .unwrap();
         assert_eq!(*peer.object("part").unwrap(), pattern(8, 8192));
-        assert!(stub.log().contains("cuMemcpyDtoHAsync src=+4096 n=8192 stream=0x2 dev=1"));
+        assert!(stub
+            .log()
+            .contains("cuMemcpyDtoHAsync src=+4096 n=8192 stream=0x2 dev=1"));
     }
     // Deregistered: the staging memory is freed.
     assert!(stub.log().contains(&format!("cuMemFreeHost size={ALLOC}")));
@@ -470,11 +539,16 @@ fn a_staging_copy_past_its_deadline_fails_and_holds_the_buffer() {
 fn hip_and_cuda_side_by_side_are_chosen_per_pointer() {
     let stub = Stub::new("mixed");
     let hip = Arc::new(FakeHip::new(&["0000:05:00.0"]));
-    hip.dmabuf_export.store(true, std::sync::atomic::Ordering::Relaxed);
+    hip.dmabuf_export
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let gpus = Arc::new(GpuRuntimes::new(vec![hip.clone(), Arc::new(stub.cuda())]));
     assert_eq!(gpus.device_count().unwrap(), 3);
     assert_eq!(gpus.pci_bus_id(0).unwrap(), "0000:05:00.0");
-    assert_eq!(gpus.pci_bus_id(2).unwrap(), "0000:c1:00.0", "CUDA's device 1");
+    assert_eq!(
+        gpus.pci_bus_id(2).unwrap(),
+        "0000:c1:00.0",
+        "CUDA's device 1"
+    );
     assert_eq!(gpus.current_device().unwrap(), 0, "HIP's current device");
     let (stub_dev, hip_for_view) = (stub.is_device(), hip.clone());
     let either: IsDevice =
@@ -506,8 +580,14 @@ fn hip_and_cuda_side_by_side_are_chosen_per_pointer() {
     assert_eq!(find(hip_mem).gpu().unwrap().name(), "HIP");
     assert_eq!(find(host_addr).kind, Registration::Host);
     assert!(find(host_addr).gpu().is_none());
-    assert_eq!(stub.log().matches("cuMemGetHandleForAddressRange").count(), 2);
-    assert_eq!(hip.log.exports.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert_eq!(
+        stub.log().matches("cuMemGetHandleForAddressRange").count(),
+        2
+    );
+    assert_eq!(
+        hip.log.exports.load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
     for b in [&c, &h, &m] {
         b.get(0, ALLOC, &mut PeerOps::get(&peer, "obj")).unwrap();
     }
@@ -594,7 +674,9 @@ fn system_platform_with_and_without_cuda() {
     // SAFETY: the stub keeps `dev` allocated.
     let e = unsafe { hipobj::ffi::hipObjBufRegister(dev as *mut _, ALLOC) };
     assert_eq!((e.op_error, e.hip_error), (0, 0));
-    assert!(stub.log().contains(&format!("cuMemHostAlloc size={ALLOC} flags=1")));
+    assert!(stub
+        .log()
+        .contains(&format!("cuMemHostAlloc size={ALLOC} flags=1")));
     let e = hipobj::ffi::hipObjBufDeregister(dev as *mut _);
     assert_eq!(e.op_error, 0);
     assert_eq!(hipobj::ffi::hipObjShutdown().op_error, 0);

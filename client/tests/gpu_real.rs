@@ -33,15 +33,25 @@ fn get_and_put_through_gpu_memory() {
     let gpus = system_hip();
     let count = gpus.device_count().expect("a GPU runtime with a device");
     let bus = gpus.pci_bus_id(device).expect("the device's PCI bus id");
-    println!("GPU runtime {} with {count} devices; device {device} at {bus}", gpus.name());
+    println!(
+        "GPU runtime {} with {count} devices; device {device} at {bus}",
+        gpus.name()
+    );
 
     // The runtime's own calls first.
     let size = 4 << 20;
     let raw = gpus.device_alloc(device, size).expect("device memory");
     let owner = gpus.owner(raw).unwrap_or_else(|| gpus.clone());
-    println!("allocated {size} bytes at {raw:#x} through {}", owner.name());
+    println!(
+        "allocated {size} bytes at {raw:#x} through {}",
+        owner.name()
+    );
     if want != "any" {
-        assert_eq!(owner.name().to_ascii_lowercase(), want, "the runtime asked for");
+        assert_eq!(
+            owner.name().to_ascii_lowercase(),
+            want,
+            "the runtime asked for"
+        );
     }
     let a = owner.pointer_attributes(raw + 4093).unwrap();
     assert_eq!(
@@ -83,7 +93,10 @@ fn get_and_put_through_gpu_memory() {
     let peer = peer();
     peer.put_object("obj", pattern(21, size));
     buf.get(0, size, &mut PeerOps::get(&peer, "obj")).unwrap();
-    assert!(buf.to_vec().unwrap() == pattern(21, size), "GET bytes on the GPU");
+    assert!(
+        buf.to_vec().unwrap() == pattern(21, size),
+        "GET bytes on the GPU"
+    );
     peer.put_object("part", pattern(22, 100_000));
     buf.get(4093, 100_000, &mut PeerOps::get(&peer, "part"))
         .unwrap();
@@ -94,7 +107,10 @@ fn get_and_put_through_gpu_memory() {
     // PUT out of GPU memory.
     buf.write(0, &pattern(23, size)).unwrap();
     buf.put(0, size, &mut PeerOps::put(&peer, "up")).unwrap();
-    assert!(*peer.object("up").unwrap() == pattern(23, size), "PUT bytes");
+    assert!(
+        *peer.object("up").unwrap() == pattern(23, size),
+        "PUT bytes"
+    );
     buf.put(4093, 100_000, &mut PeerOps::put(&peer, "up-part"))
         .unwrap();
     assert!(

@@ -232,7 +232,10 @@ impl SystemCuda {
         // SAFETY: cuInit takes flags, which must be 0.
         let rc = unsafe { init(0) };
         if rc != CUDA_SUCCESS {
-            return Err(format!("{}: cuInit failed: CUDA error {rc}", path.display()));
+            return Err(format!(
+                "{}: cuInit failed: CUDA error {rc}",
+                path.display()
+            ));
         }
         let mut driver_version: c_int = 0;
         // SAFETY: writes one int through a valid pointer.
@@ -361,7 +364,10 @@ impl Drop for CudaEvent {
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(p).ok().filter(|&p| p.is_power_of_two()).unwrap_or(4096)
+    usize::try_from(p)
+        .ok()
+        .filter(|&p| p.is_power_of_two())
+        .unwrap_or(4096)
 }
 
 impl HipRuntime for SystemCuda {

@@ -78,7 +78,9 @@ struct ViewPd {
 
 impl std::fmt::Debug for ViewDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ViewDevice").field("info", &self.info).finish()
+        f.debug_struct("ViewDevice")
+            .field("info", &self.info)
+            .finish()
     }
 }
 

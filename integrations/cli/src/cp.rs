@@ -131,7 +131,12 @@ pub fn run(args: CpArgs, rt: &Handle) -> Result<(), CliError> {
             ..hipobj::Config::with_nic(&args.nic.nic)
         })
         .map(Arc::new)
-        .with_context(|| format!("starting the client library on GPU {gpu}, NIC {}", args.nic.nic)),
+        .with_context(|| {
+            format!(
+                "starting the client library on GPU {gpu}, NIC {}",
+                args.nic.nic
+            )
+        }),
     };
     let lib = match library {
         Ok(l) => Some(l),
