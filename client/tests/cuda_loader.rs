@@ -204,7 +204,7 @@ fn cuda_lib(stub: &Stub, dmabuf: bool, plain: bool, options: Options) -> Hipobj 
 #[test]
 fn constants_are_cuda_h_values_and_the_stubs() {
     let stub = Stub::new("constants");
-    // (name, the value in cuda.h, the value cuda.rs uses)
+    // (name, the value in cuda.h, the value cuda/abi.rs uses)
     let table: [(&str, i32, i64); 17] = [
         ("CUDA_SUCCESS", 0, cuda::CUDA_SUCCESS.into()),
         (
@@ -277,7 +277,7 @@ fn constants_are_cuda_h_values_and_the_stubs() {
         ("CU_STREAM_PER_THREAD", 2, cuda::CU_STREAM_PER_THREAD as i64),
     ];
     for (name, header, ours) in table {
-        assert_eq!(ours, i64::from(header), "{name} in cuda.rs");
+        assert_eq!(ours, i64::from(header), "{name} in cuda/abi.rs");
         assert_eq!(stub.constant(name), header, "{name} in the stub");
     }
 }

@@ -7,7 +7,7 @@
  * does. Built with -DNO_DMABUF_EXPORT it lacks cuMemGetHandleForAddressRange
  * (a driver older than 11.7).
  *
- * Values are CUDA's public cuda.h values, as client/src/platform/cuda.rs
+ * Values are CUDA's public cuda.h values, as client/src/platform/cuda/abi.rs
  * states them; stubConst() reports them by name for the constants test. */
 #include <fcntl.h>
 #include <stdarg.h>

@@ -13,7 +13,7 @@
 //! staging). `HIPOBJ_CUDA_LIBRARY` names another file to load (tests load a
 //! stub).
 //!
-//! Every value below is from CUDA's public `cuda.h` (the driver API header;
+//! Every value (`abi.rs`) is from CUDA's public `cuda.h` (the driver API header;
 //! the enum or macro it belongs to is named with each). No CUDA header is
 //! on the build machines: `tests/cuda_loader.rs` checks these values against
 //! a stub compiled with the same numbers, and docs/hardware.md lists them.
@@ -31,77 +31,17 @@ pub const ENV_CUDA_LIBRARY: &str = "HIPOBJ_CUDA_LIBRARY";
 
 const CUDA_SONAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
 
-// `CUresult` (cuda.h, enum cudaError_enum).
-/// `CUDA_SUCCESS`.
-pub const CUDA_SUCCESS: c_int = 0;
-/// `CUDA_ERROR_INVALID_VALUE`.
-pub const CUDA_ERROR_INVALID_VALUE: c_int = 1;
-/// `CUDA_ERROR_NO_DEVICE`.
-pub const CUDA_ERROR_NO_DEVICE: c_int = 100;
-/// `CUDA_ERROR_INVALID_DEVICE`.
-pub const CUDA_ERROR_INVALID_DEVICE: c_int = 101;
-/// `CUDA_ERROR_NOT_READY`: an event's work has not finished.
-pub const CUDA_ERROR_NOT_READY: c_int = 600;
-/// `CUDA_ERROR_NOT_SUPPORTED`.
-pub const CUDA_ERROR_NOT_SUPPORTED: c_int = 801;
+mod abi;
 
-// `CUpointer_attribute` (cuda.h, enum CUpointer_attribute_enum).
-/// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE` (data: `CUmemorytype`, an unsigned int).
-pub const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: c_int = 2;
-/// `CU_POINTER_ATTRIBUTE_IS_MANAGED` (data: a boolean, read as unsigned int).
-pub const CU_POINTER_ATTRIBUTE_IS_MANAGED: c_int = 8;
-/// `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` (data: int).
-pub const CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: c_int = 9;
-/// `CU_POINTER_ATTRIBUTE_RANGE_START_ADDR` (data: `CUdeviceptr`).
-pub const CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: c_int = 11;
-/// `CU_POINTER_ATTRIBUTE_RANGE_SIZE` (data: size_t).
-pub const CU_POINTER_ATTRIBUTE_RANGE_SIZE: c_int = 12;
-
-// `CUmemorytype` (cuda.h, enum CUmemorytype_enum).
-/// `CU_MEMORYTYPE_HOST`.
-pub const CU_MEMORYTYPE_HOST: c_uint = 1;
-/// `CU_MEMORYTYPE_DEVICE`.
-pub const CU_MEMORYTYPE_DEVICE: c_uint = 2;
-
-/// `CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD` (cuda.h, enum
-/// CUmemRangeHandleType_enum).
-pub const CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: c_int = 1;
-/// `CU_MEMHOSTALLOC_PORTABLE` (cuda.h, macro): pinned for every context.
-pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x01;
-/// `CU_EVENT_DISABLE_TIMING` (cuda.h, enum CUevent_flags_enum).
-pub const CU_EVENT_DISABLE_TIMING: c_uint = 0x2;
-/// `CU_STREAM_PER_THREAD` (cuda.h, macro `((CUstream)0x2)`): the calling
-/// thread's default stream.
-pub const CU_STREAM_PER_THREAD: usize = 0x2;
-
-type CuResult = c_int;
-type CuDevice = c_int;
-type CuPtr = u64;
-type Handle = *mut c_void;
-
-type FnInit = unsafe extern "C" fn(c_uint) -> CuResult;
-type FnOutInt = unsafe extern "C" fn(*mut c_int) -> CuResult;
-type FnDeviceGet = unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult;
-type FnBusId = unsafe extern "C" fn(*mut c_char, c_int, CuDevice) -> CuResult;
-type FnRetain = unsafe extern "C" fn(*mut Handle, CuDevice) -> CuResult;
-type FnOnDevice = unsafe extern "C" fn(CuDevice) -> CuResult;
-type FnCtxState = unsafe extern "C" fn(CuDevice, *mut c_uint, *mut c_int) -> CuResult;
-type FnPush = unsafe extern "C" fn(Handle) -> CuResult;
-type FnPop = unsafe extern "C" fn(*mut Handle) -> CuResult;
-type FnVoid = unsafe extern "C" fn() -> CuResult;
-type FnAttrs = unsafe extern "C" fn(c_uint, *mut c_int, *mut *mut c_void, CuPtr) -> CuResult;
-type FnHostAlloc = unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CuResult;
-type FnHostFree = unsafe extern "C" fn(*mut c_void) -> CuResult;
-type FnHtoDAsync = unsafe extern "C" fn(CuPtr, *const c_void, usize, Handle) -> CuResult;
-type FnDtoHAsync = unsafe extern "C" fn(*mut c_void, CuPtr, usize, Handle) -> CuResult;
-type FnHtoD = unsafe extern "C" fn(CuPtr, *const c_void, usize) -> CuResult;
-type FnDtoH = unsafe extern "C" fn(*mut c_void, CuPtr, usize) -> CuResult;
-type FnEventCreate = unsafe extern "C" fn(*mut Handle, c_uint) -> CuResult;
-type FnEventRecord = unsafe extern "C" fn(Handle, Handle) -> CuResult;
-type FnHandle = unsafe extern "C" fn(Handle) -> CuResult;
-type FnMemAlloc = unsafe extern "C" fn(*mut CuPtr, usize) -> CuResult;
-type FnMemFree = unsafe extern "C" fn(CuPtr) -> CuResult;
-type FnRangeHandle = unsafe extern "C" fn(*mut c_void, CuPtr, usize, c_int, u64) -> CuResult;
+use abi::*;
+pub use abi::{
+    CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_READY,
+    CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NO_DEVICE, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
+    CU_MEMHOSTALLOC_PORTABLE, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST,
+    CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_STREAM_PER_THREAD,
+};
 
 /// The resolved symbols, under the names `libcuda` exports (cuda.h maps
 /// several API names to `_v2` entries with macros; those are used).
