@@ -15,8 +15,9 @@
  * hipObjBufSync(), hipObjParseRdmaReply()).
  *
  * Errors: every function but the two that return strings returns a
- * hipObjError_t, the operation error and the HIP error behind it (0 when
- * there is none). No C++ exception or Rust panic leaves the library: an
+ * hipObjError_t, the operation error and the HIP error (or, for a CUDA
+ * buffer, the CUresult) behind it (0 when there is none). No C++
+ * exception or Rust panic leaves the library: an
  * internal failure is reported as hipObjInternalError.
  *
  * Thread safety:
@@ -130,7 +131,7 @@ typedef struct {
     const char* accessKey; /* access key (informational) */
     const char* secretKey; /* secret key (informational; never logged) */
     uint32_t flags;        /* reserved: must be 0 */
-    int gpuDevice;         /* HIP device index, or -1 for the current one */
+    int gpuDevice;         /* GPU index (HIP's GPUs, then CUDA's), or -1 for the current one */
     const char* nicHint;   /* comma-separated allow-list of NIC names; on a
                               host without a GPU, the NIC to open */
 } hipObjConfig_t;
@@ -191,8 +192,8 @@ HIPOBJ_API hipObjError_t hipObjShutdown(void);
 /* ---- Buffers --------------------------------------------------------- */
 
 /*
- * Registers [devPtr, devPtr + size) of GPU memory (host memory HIP does
- * not know is registered as host memory). GPU memory is registered as a
+ * Registers [devPtr, devPtr + size) of GPU memory, HIP's or CUDA's (host
+ * memory neither runtime knows is registered as host memory). GPU memory is registered as a
  * dma-buf where possible, else directly, else through a pinned host
  * staging buffer. The memory must stay allocated until it is deregistered
  * or the library shut down. Transfers name the buffer by this same

@@ -88,9 +88,17 @@ pub struct BufEntry {
     mr_get: MemoryRegion,
     mr_put: MemoryRegion,
     staging: Option<Pinned>,
+    /// The GPU runtime whose device memory it is (GPU registrations):
+    /// its copies and synchronizes serve this buffer.
+    gpu: Option<Arc<dyn HipRuntime>>,
 }
 
 impl BufEntry {
+    /// The runtime that owns a GPU buffer's memory.
+    pub fn gpu(&self) -> Option<&Arc<dyn HipRuntime>> {
+        self.gpu.as_ref()
+    }
+
     /// The address tokens carry: the staging buffer's, or the buffer's own.
     pub fn token_addr(&self) -> u64 {
         match &self.staging {
@@ -255,12 +263,14 @@ impl BufferMap {
             mr_get,
             mr_put,
             staging: None,
+            gpu: None,
         })
     }
 
     /// `hipObjBufRegister`: GPU memory through the seed's three paths
-    /// (dma-buf, plain MR, pinned staging), or host memory if HIP does not
-    /// know the pointer.
+    /// (dma-buf, plain MR, pinned staging), or host memory if no GPU
+    /// runtime calls the pointer device memory. With several runtimes the
+    /// one that owns the pointer serves it ([`HipRuntime::owner`]).
     ///
     /// # Safety
     ///
@@ -274,9 +284,10 @@ impl BufferMap {
         size: usize,
     ) -> Result<()> {
         self.precheck(addr, size)?;
+        let hip = &hip.owner(addr).unwrap_or_else(|| hip.clone());
         let attrs = match hip.pointer_attributes(addr) {
             Ok(a) if a.memory_type == MemoryType::Device => a,
-            // Memory HIP does not know, or host memory: register it as it is.
+            // Memory no runtime knows, or host memory: register it as it is.
             // SAFETY: the caller's promise.
             _ => return unsafe { self.register_host(dev, addr, size) },
         };
@@ -284,8 +295,10 @@ impl BufferMap {
             addr >= attrs.base && (addr - attrs.base) as u64 + size as u64 <= attrs.size as u64;
         if !end_ok {
             return Err(Error::invalid(format!(
-                "{size} bytes at {addr:#x} run past the end of the HIP allocation ({} bytes at {:#x})",
-                attrs.size, attrs.base
+                "{size} bytes at {addr:#x} run past the end of the {} allocation ({} bytes at {:#x})",
+                hip.name(),
+                attrs.size,
+                attrs.base
             )));
         }
         // 1. dma-buf.
@@ -299,6 +312,7 @@ impl BufferMap {
                         mr_get,
                         mr_put,
                         staging: None,
+                        gpu: Some(hip.clone()),
                     });
                 }
                 Err(e) => {
@@ -318,6 +332,7 @@ impl BufferMap {
                 mr_get,
                 mr_put,
                 staging: None,
+                gpu: Some(hip.clone()),
             });
         }
         // 3. Pinned host staging.
@@ -329,13 +344,17 @@ impl BufferMap {
         tracing::warn!(
             addr = format_args!("{addr:#x}"),
             size,
+            runtime = hip.name(),
             "GPU buffer is not GPU-direct: registering a pinned host staging buffer instead"
         );
         let staging = hip.host_alloc(size).map_err(|h| {
             Error::hip(
                 OpError::RdmaError,
                 h,
-                format!("hipHostMalloc of {size} bytes for staging failed"),
+                format!(
+                    "pinned host allocation ({} hipHostMalloc/cuMemHostAlloc) of {size} bytes for staging failed",
+                    hip.name()
+                ),
             )
         })?;
         let pinned = Pinned {
@@ -352,6 +371,7 @@ impl BufferMap {
             mr_get,
             mr_put,
             staging: Some(pinned),
+            gpu: Some(hip.clone()),
         })
     }
 
@@ -362,9 +382,13 @@ impl BufferMap {
         size: usize,
     ) -> Result<(MemoryRegion, MemoryRegion)> {
         let reg = |access| -> Result<MemoryRegion> {
-            let (fd, offset) = hip
-                .export_dmabuf(addr, size)
-                .map_err(|h| Error::hip(OpError::DmabufNotSupported, h, "dma-buf export failed"))?;
+            let (fd, offset) = hip.export_dmabuf(addr, size).map_err(|h| {
+                Error::hip(
+                    OpError::DmabufNotSupported,
+                    h,
+                    format!("{} dma-buf export failed", hip.name()),
+                )
+            })?;
             // The fd is closed when `fd` drops: the MR keeps its own reference.
             Ok(dev
                 .pd

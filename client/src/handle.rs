@@ -3,9 +3,10 @@
 
 use crate::buffer::Direction;
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::{Error, OpError, Result};
 use crate::instance::Instance;
 use crate::options::Options;
+use crate::platform::gpu::HipRuntime;
 use crate::platform::system::system_platform;
 use crate::platform::Platform;
 use crate::transfer::{self, S3Ops, SyncDirection};
@@ -82,7 +83,7 @@ impl Hipobj {
                 .buffers
                 .register_host(&self.inst.device, addr, size)?
         };
-        Ok(Registered::new(self, addr, size, None))
+        Ok(Registered::new(self, addr, size, Owned::Nothing, None))
     }
 
     /// Registers host memory that the registration owns: it is freed only
@@ -104,7 +105,66 @@ impl Hipobj {
                 .buffers
                 .register_host(&self.inst.device, addr, size)?
         };
-        Ok(Registered::new(self, addr, size, Some(memory)))
+        Ok(Registered::new(
+            self,
+            addr,
+            size,
+            Owned::Host { _memory: memory },
+            None,
+        ))
+    }
+
+    /// Allocates `size` bytes of device memory on GPU `device` (numbered
+    /// as `gpuDevice`: HIP's devices first, then CUDA's) and registers it
+    /// through the three registration paths; the registration owns the
+    /// memory and frees it after the last handle is dropped.
+    /// [`Registered::read`] and [`Registered::write`] copy through the GPU
+    /// runtime.
+    pub fn register_device(
+        &self,
+        device: i32,
+        size: usize,
+    ) -> Result<Registered<'static, 'static>> {
+        let gpus = &self.inst.platform.hip;
+        let addr = gpus.device_alloc(device, size).map_err(|h| {
+            Error::hip(
+                OpError::InvalidValue,
+                h,
+                format!("allocating {size} bytes of device memory on GPU {device} failed"),
+            )
+        })?;
+        let gpu = gpus.owner(addr).unwrap_or_else(|| gpus.clone());
+        let memory = DeviceMemory {
+            gpu: gpu.clone(),
+            addr,
+        };
+        // SAFETY: the device memory moves into the handle's shared state
+        // and is freed only after that state has deregistered the buffer
+        // (or, on failure here, when `memory` drops).
+        unsafe { self.register_gpu(addr, size)? };
+        Ok(Registered::new(
+            self,
+            addr,
+            size,
+            Owned::Device { _memory: memory },
+            Some(gpu),
+        ))
+    }
+
+    /// Registers `[addr, addr + size)` and answers the runtime that owns it
+    /// if it was registered as GPU memory.
+    ///
+    /// # Safety
+    ///
+    /// As [`register`](Self::register).
+    unsafe fn register_gpu(&self, addr: usize, size: usize) -> Result<Option<Arc<dyn HipRuntime>>> {
+        let i = &self.inst;
+        // SAFETY: the caller's promise.
+        unsafe {
+            i.buffers
+                .register(&i.device, &i.platform.hip, &i.options, addr, size)?
+        };
+        Ok(i.buffers.find(addr)?.gpu().cloned())
     }
 
     /// Registers GPU (or host) memory by address, through hipObject's three
@@ -116,14 +176,13 @@ impl Hipobj {
     /// or any clone of it lives (a transfer may hold a clone until it
     /// ends) and until any staging copy that timed out has finished, and
     /// must not be accessed by the CPU during transfers.
+    ///
+    /// [`Registered::read`] and [`Registered::write`] of a buffer
+    /// registered as GPU memory copy through its GPU runtime.
     pub unsafe fn register(&self, addr: usize, size: usize) -> Result<Registered<'_, 'static>> {
-        let i = &self.inst;
         // SAFETY: the caller's promise.
-        unsafe {
-            i.buffers
-                .register(&i.device, &i.platform.hip, &i.options, addr, size)?
-        };
-        Ok(Registered::new(self, addr, size, None))
+        let gpu = unsafe { self.register_gpu(addr, size)? };
+        Ok(Registered::new(self, addr, size, Owned::Nothing, gpu))
     }
 
     /// Application-driven transfers, step 1: a handshake token for the
@@ -163,19 +222,53 @@ struct Registration {
     /// Orders the CPU accesses of all clones (`read`/`with_bytes` against
     /// `write`), which may run on several threads.
     cpu: RwLock<()>,
+    /// The GPU runtime of a buffer registered as GPU memory: CPU accesses
+    /// copy through it.
+    gpu: Option<Arc<dyn HipRuntime>>,
     /// The memory of an owned registration; freed after the buffer is
     /// deregistered (`drop` runs before the fields are dropped).
-    owned: Option<Vec<u8>>,
+    owned: Owned,
+}
+
+/// Memory a registration owns.
+#[derive(Debug)]
+enum Owned {
+    /// None (borrowed, or the caller's).
+    Nothing,
+    /// Host memory (held to be freed last).
+    Host { _memory: Vec<u8> },
+    /// Device memory from [`Hipobj::register_device`] (freed on drop).
+    Device { _memory: DeviceMemory },
+}
+
+/// Device memory from a GPU runtime, freed on drop.
+#[derive(Debug)]
+struct DeviceMemory {
+    gpu: Arc<dyn HipRuntime>,
+    addr: usize,
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        self.gpu.device_free(self.addr);
+    }
 }
 
 impl<'h, 'b> Registered<'h, 'b> {
-    fn new(lib: &Hipobj, addr: usize, size: usize, owned: Option<Vec<u8>>) -> Registered<'h, 'b> {
+    fn new(
+        lib: &Hipobj,
+        addr: usize,
+        size: usize,
+        owned: Owned,
+        gpu: Option<Arc<dyn HipRuntime>>,
+    ) -> Registered<'h, 'b> {
         Registered {
             inner: Arc::new(Registration {
                 lib: lib.clone(),
                 addr,
                 size,
                 cpu: RwLock::new(()),
+                gpu,
                 owned,
             }),
             _lib: PhantomData,
@@ -298,10 +391,29 @@ impl Registered<'_, '_> {
         }
     }
 
-    /// Copies out of a registered host buffer.
+    /// Copies out of a registered buffer (through the GPU runtime for GPU
+    /// memory).
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check(offset, out.len())?;
         let _cpu = self.inner.cpu_read();
+        if let Some(gpu) = &self.inner.gpu {
+            if out.is_empty() {
+                return Ok(());
+            }
+            return gpu
+                .copy_sync(
+                    out.as_mut_ptr() as usize,
+                    self.inner.addr + offset,
+                    out.len(),
+                )
+                .map_err(|h| {
+                    Error::hip(
+                        OpError::InvalidValue,
+                        h,
+                        format!("{} copy from device memory failed", gpu.name()),
+                    )
+                });
+        }
         // SAFETY: for host registrations the memory is the borrowed or owned
         // allocation, in bounds by the check, and alive while the handle is;
         // CPU writers of it (`write`) are excluded by the lock. Transfers
@@ -338,6 +450,11 @@ impl Registered<'_, '_> {
         if len == 0 {
             return Ok(f(&[]));
         }
+        if self.inner.gpu.is_some() {
+            let mut copy = vec![0u8; len];
+            self.read(offset, &mut copy)?;
+            return Ok(f(&copy));
+        }
         let _cpu = self.inner.cpu_read();
         // SAFETY: as in `read`: the memory is the handle's borrowed or owned
         // allocation (no other Rust reference to it exists), in bounds by
@@ -348,10 +465,25 @@ impl Registered<'_, '_> {
         Ok(f(bytes))
     }
 
-    /// Copies into a registered host buffer.
+    /// Copies into a registered buffer (through the GPU runtime for GPU
+    /// memory).
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check(offset, data.len())?;
         let _cpu = self.inner.cpu_write();
+        if let Some(gpu) = &self.inner.gpu {
+            if data.is_empty() {
+                return Ok(());
+            }
+            return gpu
+                .copy_sync(self.inner.addr + offset, data.as_ptr() as usize, data.len())
+                .map_err(|h| {
+                    Error::hip(
+                        OpError::InvalidValue,
+                        h,
+                        format!("{} copy to device memory failed", gpu.name()),
+                    )
+                });
+        }
         // SAFETY: as in `read`, with the write lock excluding every other
         // CPU access (reads and `with_bytes` slices) through any clone.
         unsafe {
@@ -393,9 +525,7 @@ impl Drop for Registration {
             // registered (a staging copy, or a stepwise transfer that was
             // leaked): owned memory is leaked with them rather than freed
             // under a region a peer may still reach.
-            if let Some(memory) = self.owned.take() {
-                std::mem::forget(memory);
-            }
+            std::mem::forget(std::mem::replace(&mut self.owned, Owned::Nothing));
         }
     }
 }

@@ -88,12 +88,16 @@ fn stage_copy(
         SyncDirection::ToHost => (staging + off, entry.addr + off),
         SyncDirection::ToDevice => (entry.addr + off, staging + off),
     };
+    let gpu = entry.gpu().unwrap_or(&inst.platform.hip);
     let slot = inst.abandoned.reserve();
-    let event = inst.platform.hip.copy_async(dst, src, size).map_err(|h| {
+    let event = gpu.copy_async(dst, src, size).map_err(|h| {
         Error::hip(
             OpError::RdmaError,
             h,
-            "hipMemcpyAsync to or from the staging buffer failed",
+            format!(
+                "{} async copy (hipMemcpyAsync/cuMemcpy*Async) to or from the staging buffer failed",
+                gpu.name()
+            ),
         )
     })?;
     let deadline = Instant::now() + inst.options.stage_timeout;
@@ -435,11 +439,15 @@ pub(crate) fn transfer(
         exchange(inst, conn, Flow::new(entry.clone(), dir, off, size), ops)?;
     }
     if matches!(entry.kind, Registration::GpuDirect { .. }) {
-        inst.platform.hip.device_synchronize().map_err(|h| {
+        let gpu = entry.gpu().unwrap_or(&inst.platform.hip);
+        gpu.device_synchronize().map_err(|h| {
             Error::hip(
                 OpError::RdmaError,
                 h,
-                "hipDeviceSynchronize after the transfer failed",
+                format!(
+                    "{} device synchronize (hipDeviceSynchronize/cuCtxSynchronize) after the transfer failed",
+                    gpu.name()
+                ),
             )
         })?;
     }

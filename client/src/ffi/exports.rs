@@ -159,8 +159,8 @@ pub extern "C" fn hipObjShutdown() -> HipObjError {
     run("hipObjShutdown", c_semantics::shutdown)
 }
 
-/// `hipObjBufRegister`: registers GPU memory (or host memory HIP does not
-/// know).
+/// `hipObjBufRegister`: registers GPU memory, HIP's or CUDA's (or host
+/// memory neither runtime knows).
 ///
 /// # Safety
 ///

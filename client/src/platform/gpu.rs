@@ -1,14 +1,16 @@
 //! The GPU runtime seam: what hipObject asks of HIP (and of HSA, for
-//! dma-buf export). The fake for tests is `testing::FakeHip` (feature
-//! `testing`).
+//! dma-buf export), and of CUDA behind the same trait. The fake for tests
+//! is `testing::FakeHip` (feature `testing`).
 //!
 //! Addresses cross this seam as `usize`: device memory is not memory this
 //! process may dereference.
 
 use std::fmt::Debug;
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
-/// A HIP error code (`hipError_t`).
+/// A GPU runtime's error code: `hipError_t` for HIP, `CUresult` for CUDA
+/// (both are C `int`s; `hipObjError_t.hipError` carries either).
 pub type HipError = i32;
 
 /// `hipErrorInvalidValue`.
@@ -50,9 +52,19 @@ pub trait HipEvent: Send + Sync + Debug {
     fn done(&self) -> Result<bool, HipError>;
 }
 
-/// What hipObject uses of HIP and HSA. Methods take `&self`: one runtime
-/// serves every thread.
+/// What hipObject uses of a GPU runtime (HIP and HSA, or CUDA). Methods
+/// take `&self`: one runtime serves every thread.
 pub trait HipRuntime: Send + Sync + Debug {
+    /// The runtime's name for messages (`HIP`, `CUDA`).
+    fn name(&self) -> &'static str {
+        "HIP"
+    }
+    /// On a platform with several runtimes ([`GpuRuntimes`](super::gpus::GpuRuntimes)):
+    /// the one whose device memory `ptr` is. `None` means this runtime
+    /// answers for the pointer itself (a single runtime always does).
+    fn owner(&self, _ptr: usize) -> Option<Arc<dyn HipRuntime>> {
+        None
+    }
     /// `hipGetDeviceCount`.
     fn device_count(&self) -> Result<i32, HipError>;
     /// `hipGetDevice`: the calling thread's current device.
@@ -76,9 +88,21 @@ pub trait HipRuntime: Send + Sync + Debug {
     ) -> Result<Box<dyn HipEvent>, HipError>;
     /// `hipDeviceSynchronize`.
     fn device_synchronize(&self) -> Result<(), HipError>;
-    /// `hsa_amd_portable_export_dmabuf`: a dma-buf fd and the offset of
-    /// `ptr` in it.
+    /// `hsa_amd_portable_export_dmabuf` (CUDA: `cuMemGetHandleForAddressRange`):
+    /// a dma-buf fd and the offset of `ptr` in it.
     fn export_dmabuf(&self, ptr: usize, size: usize) -> Result<(OwnedFd, u64), HipError>;
+    /// Device memory on `device` (`hipMalloc`, `cuMemAlloc`), for
+    /// applications and tools that let the library allocate it.
+    fn device_alloc(&self, _device: i32, _size: usize) -> Result<usize, HipError> {
+        Err(HIP_ERROR_NOT_SUPPORTED)
+    }
+    /// Frees memory from [`device_alloc`](Self::device_alloc).
+    fn device_free(&self, _ptr: usize) {}
+    /// A synchronous copy between host and device memory (`hipMemcpy`,
+    /// `cuMemcpyHtoD`/`cuMemcpyDtoH`).
+    fn copy_sync(&self, _dst: usize, _src: usize, _size: usize) -> Result<(), HipError> {
+        Err(HIP_ERROR_NOT_SUPPORTED)
+    }
 }
 
 /// No GPU runtime: no devices, nothing is device memory.

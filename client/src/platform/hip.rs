@@ -59,6 +59,9 @@ type FnEventCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> c_int;
 type FnEventRecord = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
 type FnVoid = unsafe extern "C" fn() -> c_int;
 type FnExportDmabuf = unsafe extern "C" fn(*const c_void, usize, *mut c_int, *mut u64) -> c_int;
+type FnSetDevice = unsafe extern "C" fn(c_int) -> c_int;
+type FnMalloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> c_int;
+type FnMemcpy = unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> c_int;
 
 /// The resolved symbols. The libraries they came from are kept loaded for
 /// as long as the table lives.
@@ -77,6 +80,10 @@ struct Symbols {
     event_query: FnPtr,
     event_destroy: FnPtr,
     device_synchronize: FnVoid,
+    set_device: FnSetDevice,
+    malloc: FnMalloc,
+    free: FnPtr,
+    memcpy: FnMemcpy,
     export_dmabuf: Option<FnExportDmabuf>,
 }
 
@@ -151,6 +158,10 @@ impl SystemHip {
             event_query: sym!(hip, "hipEventQuery"),
             event_destroy: sym!(hip, "hipEventDestroy"),
             device_synchronize: sym!(hip, "hipDeviceSynchronize"),
+            set_device: sym!(hip, "hipSetDevice"),
+            malloc: sym!(hip, "hipMalloc"),
+            free: sym!(hip, "hipFree"),
+            memcpy: sym!(hip, "hipMemcpy"),
             export_dmabuf,
         };
         let mut version: c_int = 0;
@@ -346,5 +357,36 @@ impl HipRuntime for SystemHip {
         }
         // SAFETY: HSA returned a new fd that nothing else owns.
         Ok((unsafe { OwnedFd::from_raw_fd(fd) }, offset))
+    }
+
+    fn device_alloc(&self, device: i32, size: usize) -> Result<usize, HipError> {
+        let previous = self.current_device()?;
+        // SAFETY: takes a device index; HIP checks it.
+        check(unsafe { (self.sym.set_device)(device) })?;
+        let mut p = std::ptr::null_mut::<c_void>();
+        // SAFETY: writes one pointer.
+        let rc = unsafe { (self.sym.malloc)(&mut p, size) };
+        // SAFETY: restores the thread's device, which existed.
+        unsafe { (self.sym.set_device)(previous) };
+        check(rc)?;
+        Ok(p as usize)
+    }
+
+    fn device_free(&self, ptr: usize) {
+        // SAFETY: `ptr` came from hipMalloc and is freed once by its owner.
+        unsafe { (self.sym.free)(ptr as *mut c_void) };
+    }
+
+    fn copy_sync(&self, dst: usize, src: usize, size: usize) -> Result<(), HipError> {
+        // SAFETY: the caller passes a device range and a host range of
+        // `size` bytes, both allocated for the call.
+        check(unsafe {
+            (self.sym.memcpy)(
+                dst as *mut c_void,
+                src as *const c_void,
+                size,
+                HIP_MEMCPY_DEFAULT,
+            )
+        })
     }
 }

@@ -5,7 +5,10 @@
 //! `Provider`. Tests build a platform from
 //! fakes and run the rest of the library unchanged.
 
+mod cpu_reach;
+pub mod cuda;
 pub mod gpu;
+pub mod gpus;
 pub mod hip;
 pub mod system;
 pub mod topology;
@@ -18,7 +21,8 @@ use topology::NicTopology;
 /// The outside world, as the library sees it.
 #[derive(Clone, Debug)]
 pub struct Platform {
-    /// The GPU runtime.
+    /// The GPU runtime: HIP, CUDA, both ([`gpus::GpuRuntimes`], chosen per
+    /// pointer) or none ([`gpu::NoHip`]).
     pub hip: Arc<dyn HipRuntime>,
     /// The RDMA provider.
     pub rdma: Arc<dyn Provider>,

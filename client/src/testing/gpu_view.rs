@@ -7,15 +7,17 @@ use hipobj_fabric::{AccessFlags, DeviceInfo, GidEntry, PortAttr};
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
+/// Whether `[addr, addr + len)` is fake device memory.
+pub type IsDevice = Arc<dyn Fn(usize, usize) -> bool + Send + Sync>;
+
 /// A provider that shows fake GPU memory as a NIC would: a plain
 /// registration of device memory fails unless `plain_device_mr` is set,
 /// and dma-buf registration works when `dmabuf` is set (the fake's device
 /// memory is host memory at the I/O virtual address, so the inner provider
 /// registers that).
-#[derive(Debug)]
 pub struct GpuView {
     inner: Arc<dyn Provider>,
-    hip: Arc<FakeHip>,
+    hip: IsDevice,
     /// Whether dma-buf registration works.
     pub dmabuf: bool,
     /// Whether a plain MR over device memory works.
@@ -23,36 +25,72 @@ pub struct GpuView {
 }
 
 impl GpuView {
-    /// Wraps `inner`.
+    /// Wraps `inner`, with `hip`'s device memory.
     pub fn new(
         inner: Arc<dyn Provider>,
         hip: Arc<FakeHip>,
         dmabuf: bool,
         plain_device_mr: bool,
     ) -> GpuView {
+        let is_device: IsDevice = Arc::new(move |a, l| hip.is_device_range(a, l));
+        GpuView::over(inner, is_device, dmabuf, plain_device_mr)
+    }
+
+    /// Wraps `inner`, with the device memory `is_device` says (a stub
+    /// runtime's, or several runtimes').
+    pub fn over(
+        inner: Arc<dyn Provider>,
+        is_device: IsDevice,
+        dmabuf: bool,
+        plain_device_mr: bool,
+    ) -> GpuView {
         GpuView {
             inner,
-            hip,
+            hip: is_device,
             dmabuf,
             plain_device_mr,
         }
     }
 }
 
-#[derive(Debug)]
+impl std::fmt::Debug for GpuView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuView")
+            .field("dmabuf", &self.dmabuf)
+            .field("plain_device_mr", &self.plain_device_mr)
+            .finish()
+    }
+}
+
 struct ViewDevice {
     inner: Arc<dyn DeviceOps>,
     info: DeviceInfo,
-    hip: Arc<FakeHip>,
+    hip: IsDevice,
     plain_device_mr: bool,
 }
 
-#[derive(Debug)]
 struct ViewPd {
     inner: Arc<dyn PdOps>,
-    hip: Arc<FakeHip>,
+    hip: IsDevice,
     dmabuf: bool,
     plain_device_mr: bool,
+}
+
+impl std::fmt::Debug for ViewDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ViewDevice")
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ViewPd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ViewPd")
+            .field("dmabuf", &self.dmabuf)
+            .field("plain_device_mr", &self.plain_device_mr)
+            .finish()
+    }
 }
 
 impl Provider for GpuView {
@@ -105,7 +143,7 @@ impl PdOps for ViewPd {
         len: usize,
         access: AccessFlags,
     ) -> FabricResult<Box<dyn MrOps>> {
-        if !self.plain_device_mr && self.hip.is_device_range(addr as usize, len) {
+        if !self.plain_device_mr && (self.hip)(addr as usize, len) {
             return Err(FabricError::Os {
                 verb: "reg_mr",
                 source: std::io::Error::from_raw_os_error(libc::EFAULT),
@@ -129,15 +167,19 @@ impl PdOps for ViewPd {
                 provider: "gpu-view",
             });
         }
-        let addr = iova.checked_add(offset).unwrap_or(iova) as usize;
-        if !self.hip.is_device_range(addr, len) {
+        // The registration is addressed by `iova`, the buffer's address;
+        // `offset` is where it starts in the dma-buf (which may begin below
+        // it, at a page boundary).
+        let _ = offset;
+        let addr = iova as usize;
+        if !(self.hip)(addr, len) {
             return Err(FabricError::Os {
                 verb: "reg_dmabuf_mr",
                 source: std::io::Error::from_raw_os_error(libc::EINVAL),
             });
         }
-        // SAFETY: the range is fake device memory, which the FakeHip keeps
-        // allocated for its whole lifetime, and the FakeHip outlives this PD.
+        // SAFETY: the range is fake device memory, which the fake runtime
+        // keeps allocated for its whole lifetime, and it outlives this PD.
         unsafe { self.inner.reg_mr(addr as *mut u8, len, access) }
     }
 

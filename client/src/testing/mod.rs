@@ -19,5 +19,5 @@ mod peer;
 
 pub use fake_hip::{CopyBehavior, FakeHip, FakeHipLog};
 pub use fake_topology::FakeTopology;
-pub use gpu_view::GpuView;
+pub use gpu_view::{GpuView, IsDevice};
 pub use peer::{PeerStats, ServerPeer};

@@ -35,7 +35,8 @@ typedef struct {
 } hipPointerAttribute_t;
 
 int hipGetDeviceCount(int *n) { *n = 2; return 0; }
-int hipGetDevice(int *d) { *d = 1; return 0; }
+static int current = 1;
+int hipGetDevice(int *d) { *d = current; return 0; }
 int hipRuntimeGetVersion(int *v) { *v = version; return 0; }
 int hipDeviceGetPCIBusId(char *buf, int len, int dev) {
     const char *id = dev == 0 ? "0000:41:00.0" : dev == 1 ? "0000:c1:00.0" : NULL;
@@ -79,3 +80,7 @@ int hipEventRecord(void *e, void *stream) { (void)e; return stream == (void *)2 
 int hipEventQuery(void *e) { (void)e; return 0; }
 int hipEventDestroy(void *e) { free(e); return 0; }
 int hipDeviceSynchronize(void) { syncs++; return 0; }
+int hipSetDevice(int d) { if (d < 0 || d > 1) return 101; current = d; return 0; }
+int hipMalloc(void **p, size_t size) { *p = stubAllocDevice(size); return *p ? 0 : 2; }
+int hipFree(void *p) { (void)p; return 0; } /* the stub keeps its allocations */
+int hipMemcpy(void *dst, const void *src, size_t n, int kind) { (void)kind; memmove(dst, src, n); return 0; }

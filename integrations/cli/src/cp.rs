@@ -63,6 +63,13 @@ pub struct TransferArgs {
     /// Parts in flight at once, each through a registered buffer of its own.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub concurrency: u16,
+    /// Move the bytes through device memory on GPU N (HIP's GPUs are
+    /// numbered first, then CUDA's) instead of host memory: each buffer is
+    /// allocated on the GPU and registered by the library's GPU paths
+    /// (dma-buf, plain MR, or staging), and the file is copied to and from
+    /// it through the GPU runtime.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(0..))]
+    pub gpu: Option<i32>,
 }
 
 /// What a copy did.
@@ -81,6 +88,20 @@ struct Ctx<'a> {
     lib: Option<Arc<Hipobj>>,
     part_size: usize,
     concurrency: usize,
+    gpu: Option<i32>,
+}
+
+impl Ctx<'_> {
+    /// A registered buffer of `size` bytes: on the GPU with `--gpu`, else
+    /// host memory.
+    fn buffer(&self, lib: &Hipobj, size: usize) -> anyhow::Result<Registered<'static, 'static>> {
+        Ok(match self.gpu {
+            Some(gpu) => lib
+                .register_device(gpu, size)
+                .with_context(|| format!("registering {size} bytes on GPU {gpu}"))?,
+            None => lib.register_owned(vec![0u8; size])?,
+        })
+    }
 }
 
 /// Runs `hipobj cp`.
@@ -103,7 +124,21 @@ pub fn run(args: CpArgs, rt: &Handle) -> Result<(), CliError> {
         )));
     }
     let mut cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
-    let lib = match common::library(&args.nic.nic) {
+    let library = match t.gpu {
+        None => common::library(&args.nic.nic),
+        Some(gpu) => Hipobj::new(&hipobj::Config {
+            gpu_device: gpu,
+            ..hipobj::Config::with_nic(&args.nic.nic)
+        })
+        .map(Arc::new)
+        .with_context(|| {
+            format!(
+                "starting the client library on GPU {gpu}, NIC {}",
+                args.nic.nic
+            )
+        }),
+    };
+    let lib = match library {
         Ok(l) => Some(l),
         Err(e) if t.require_rdma => return Err(CliError::RdmaRequired(e)),
         Err(e) => {
@@ -121,6 +156,7 @@ pub fn run(args: CpArgs, rt: &Handle) -> Result<(), CliError> {
         lib,
         part_size: t.part_size as usize,
         concurrency: t.concurrency.into(),
+        gpu: t.gpu,
     };
     let start = Instant::now();
     let (what, from, to, summary) = match (src_s3, dst_s3) {
@@ -237,7 +273,7 @@ where
         for _ in 0..workers {
             s.spawn(|| {
                 let r = (|| -> anyhow::Result<()> {
-                    let reg = lib.register_owned(vec![0u8; ctx.part_size])?;
+                    let reg = ctx.buffer(lib, ctx.part_size)?;
                     let mut chunk = vec![0u8; CHUNK.min(ctx.part_size)];
                     while !stop.load(Ordering::SeqCst) {
                         let i = next.fetch_add(1, Ordering::SeqCst);
@@ -317,7 +353,7 @@ fn upload(ctx: &Ctx<'_>, file: &FsPath, uri: &S3Uri) -> anyhow::Result<Summary> 
     }
     let pb = common::progress(size);
     if parts == 1 {
-        let reg = lib.register_owned(vec![0u8; size as usize])?;
+        let reg = ctx.buffer(lib, size as usize)?;
         let mut chunk = vec![0u8; CHUNK.min(size as usize)];
         file_to_buffer(&f, 0, &reg, size as usize, &mut chunk)?;
         let o = ctx
@@ -404,7 +440,7 @@ fn download(ctx: &Ctx<'_>, uri: &S3Uri, dst: &FsPath) -> anyhow::Result<Summary>
             fallback_reason: None,
         },
         Some(lib) if size <= ctx.part_size as u64 => {
-            let reg = lib.register_owned(vec![0u8; size as usize])?;
+            let reg = ctx.buffer(lib, size as usize)?;
             let o = ctx.rt.block_on(s3.get_object(b, k, &reg, 0, None))?;
             if o.bytes != size {
                 bail!(
