@@ -14,7 +14,6 @@ use hipobj_fabric::soft::packet::{
     Hello, HelloAck, ReqOp, Request, Response, FLAG_CMA, HELLO_LEN, REQUEST_LEN,
 };
 use hipobj_fabric::soft::testing::Gate;
-use hipobj_fabric::soft::timers::cma_done_timeout;
 use hipobj_fabric::{pattern, Gid, QpState, RemoteAddr, SendOp, SendWr, WcStatus};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener};
@@ -154,10 +153,9 @@ fn small_requests_take_the_stream() {
 fn a_requester_that_never_says_done_holds_the_region_only_until_the_done_timeout() {
     let _one = serial();
     with_path(true, || {
-        // The responder's done timeout is 30 s x 0.01 = 0.3 s; the requester
-        // keeps hardware timing.
-        let scale = 0.01;
-        let (pa, pb) = (default_provider(), scaled_provider(scale));
+        // The responder's done timeout is 0.3 s instead of 30 s.
+        let timeout = Duration::from_millis(300);
+        let (pa, pb) = (default_provider(), provider_with_done_timeout(timeout));
         let (a, b) = (End::new(&pa), End::new(&pb));
         connect(&a, &b);
         let len = 4 << 20;
@@ -190,7 +188,6 @@ fn a_requester_that_never_says_done_holds_the_region_only_until_the_done_timeout
         });
         // The grant was given after `posted`, and held its region for the
         // whole done timeout from then.
-        let timeout = cma_done_timeout(scale);
         assert!(
             returned - posted >= timeout,
             "deregistration returned {:?} after the post, before the done timeout ({timeout:?})",

@@ -4,8 +4,7 @@
 //! 67 ms; 0 means no timer), and the RNR NAK delay comes from the IB
 //! specification's table of `min_rnr_timer` codes. The software provider
 //! multiplies both by its `timeout_scale` (1.0 by default: hardware timing),
-//! so tests that wait for RETRY_EXC_ERR can run faster. The same scale
-//! applies to how long a responder waits for the done of a same-host grant.
+//! so tests that wait for RETRY_EXC_ERR can run faster.
 
 use std::time::Duration;
 
@@ -16,18 +15,6 @@ pub fn local_ack_timeout(code: u8, scale: f64) -> Option<Duration> {
     }
     let nanos = 4096.0 * f64::from(1u32 << code.min(31)) * scale;
     Some(Duration::from_nanos(nanos.clamp(100_000.0, 3.6e12) as u64))
-}
-
-/// How long a same-host grant keeps its region registered waiting for the
-/// requester's done, at hardware timing: far more than the copy of the
-/// largest message (2 GiB) between two processes takes. After it the
-/// responder closes the connection and lets the region go.
-pub const CMA_DONE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// [`CMA_DONE_TIMEOUT`], scaled (at least 1 ms).
-pub fn cma_done_timeout(scale: f64) -> Duration {
-    let nanos = CMA_DONE_TIMEOUT.as_nanos() as f64 * scale;
-    Duration::from_nanos(nanos.clamp(1e6, 3.6e12) as u64)
 }
 
 /// The RNR NAK delay for `code` (IB spec table 45), scaled.
@@ -52,7 +39,5 @@ mod tests {
         assert_eq!(local_ack_timeout(0, 1.0), None);
         assert_eq!(rnr_delay(12, 1.0), Duration::from_micros(640));
         assert_eq!(rnr_delay(0, 1.0), Duration::from_micros(655_360));
-        assert_eq!(cma_done_timeout(1.0), Duration::from_secs(30));
-        assert_eq!(cma_done_timeout(0.01), Duration::from_millis(300));
     }
 }

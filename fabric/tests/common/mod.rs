@@ -35,6 +35,7 @@ fn config(timeout_scale: f64) -> SoftConfig {
     SoftConfig {
         timeout_scale,
         cma: CMA.with(|c| c.get()).unwrap_or(env.cma),
+        ..SoftConfig::default()
     }
 }
 
@@ -49,9 +50,14 @@ pub fn default_provider() -> SoftProvider {
     SoftProvider::new(vec![Ipv4Addr::LOCALHOST], config(1.0))
 }
 
-/// A provider whose timers run at `timeout_scale` times hardware timing.
-pub fn scaled_provider(timeout_scale: f64) -> SoftProvider {
-    SoftProvider::new(vec![Ipv4Addr::LOCALHOST], config(timeout_scale))
+/// A provider with hardware timing whose same-host grants wait `done` for
+/// the requester's done.
+pub fn provider_with_done_timeout(done: Duration) -> SoftProvider {
+    let config = SoftConfig {
+        cma_done_timeout: done,
+        ..config(1.0)
+    };
+    SoftProvider::new(vec![Ipv4Addr::LOCALHOST], config)
 }
 
 /// How long a test waits for an event that must come (a bound on a

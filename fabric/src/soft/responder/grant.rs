@@ -10,7 +10,6 @@ use crate::soft::packet::{
 use crate::soft::psn;
 use crate::soft::shared::{segments, DeviceShared};
 use crate::soft::stats::{Event, Gauge};
-use crate::soft::timers::cma_done_timeout;
 use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::time::Instant;
@@ -30,10 +29,10 @@ pub(super) enum Granted {
 
 /// Grants the requester the checked range at `host` of `mr` for the
 /// request `req`, and keeps the region registered until its answer: its
-/// done, another request, the end of the stream, or the done timeout
-/// ([`cma_done_timeout`], scaled like the transport timers). On the
-/// timeout the connection is shut down before the region is let go, so a
-/// requester that wakes up late finds it closed.
+/// done, another request, the end of the stream, or the device's done
+/// timeout (`SoftConfig::cma_done_timeout`). On the timeout the
+/// connection is shut down before the region is let go, so a requester
+/// that wakes up late finds it closed.
 pub(super) fn grant(
     dev: &DeviceShared,
     stream: &TcpStream,
@@ -54,10 +53,7 @@ pub(super) fn grant(
         let _outstanding = dev.stats.up(Gauge::GrantsOutstanding);
         memory::send_bytes(stream, &Response::cma_grant(req.psn).encode(), true)?;
         memory::send_bytes(stream, &payload, false)?;
-        let next = read_until(
-            stream,
-            Instant::now() + cma_done_timeout(dev.config.timeout_scale),
-        );
+        let next = read_until(stream, Instant::now() + dev.config.cma_done_timeout);
         stream.set_read_timeout(None)?;
         let hdr = match next {
             Ok(Some(hdr)) => hdr,
