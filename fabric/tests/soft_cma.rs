@@ -1,7 +1,8 @@
 //! The same-host path (cross-memory attach): it carries the payload between
-//! two devices of one host, only when on, and a responder cannot aim the
-//! requester's copies at another process. (Its own binary: the byte counter
-//! it reads is the process's.)
+//! two devices of one host, only when on, a responder cannot aim the
+//! requester's copies at another process, and a requester that never says
+//! done cannot hold a region for longer than the done timeout. (Its own
+//! binary: the byte counter it reads is the process's.)
 
 #![forbid(unsafe_code)]
 
@@ -12,11 +13,12 @@ use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::soft::packet::{
     Hello, HelloAck, ReqOp, Request, Response, FLAG_CMA, HELLO_LEN, REQUEST_LEN,
 };
-use hipobj_fabric::{Gid, RemoteAddr, SendOp, SendWr, WcStatus};
+use hipobj_fabric::soft::testing::Gate;
+use hipobj_fabric::{pattern, Gid, QpState, RemoteAddr, SendOp, SendWr, WcStatus};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The byte counter is the process's: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -138,6 +140,95 @@ fn small_requests_take_the_stream() {
     let before = hipobj_fabric::soft::cma_bytes();
     with_path(true, || write_then_read(32 << 10));
     assert_eq!(hipobj_fabric::soft::cma_bytes(), before);
+}
+
+/// A requester that takes a same-host grant and never says done (stopped
+/// by a gate with the grant in hand): the responder keeps the region
+/// registered (its deregistration waits) until the done timeout, then
+/// closes the connection and lets the deregistration finish. The requester
+/// finds its connection closed, copies nothing, and its WRITE, sent again,
+/// meets the dead key: REM_ACCESS_ERR. Nothing is written after the
+/// deregistration returned.
+#[test]
+fn a_requester_that_never_says_done_holds_the_region_only_until_the_done_timeout() {
+    let _one = serial();
+    with_path(true, || {
+        // The responder's done timeout is 0.3 s instead of 30 s.
+        let timeout = Duration::from_millis(300);
+        let (pa, pb) = (default_provider(), provider_with_done_timeout(timeout));
+        let (a, b) = (End::new(&pa), End::new(&pb));
+        connect(&a, &b);
+        let len = 4 << 20;
+        let mut src = a.buffer(len, RW);
+        pattern::fill_buffer(src.buf_mut(), 0, len, 3).unwrap();
+        let remote = b.buffer(len, RW);
+        let gate = Gate::requester_grant(src.mr().addr(), 1);
+        let posted = Instant::now();
+        a.qp.post_send(&write_wr(1, src.sge(0, len as u32).unwrap(), &remote, 0))
+            .unwrap();
+        // The first segment goes by the stream while the connection opens;
+        // the rest is granted.
+        let held = gate
+            .reached(LONG)
+            .expect("the requester never took a grant");
+        assert_eq!((held.offset, held.len), (1 << 20, 3 << 20));
+        let c = b.stats().now();
+        assert_eq!((c.grants, c.grants_outstanding), (1, 1), "{c:?}");
+
+        let (mr, mem) = remote.into_parts();
+        let returned = std::thread::scope(|s| {
+            let deregistration = s.spawn(move || {
+                drop(mr);
+                Instant::now()
+            });
+            b.stats()
+                .wait_for(LONG, |c| c.deregistrations_waiting == 1)
+                .unwrap_or_else(|c| panic!("the deregistration never waited: {c:?}"));
+            deregistration.join().unwrap()
+        });
+        // The grant was given after `posted`, and held its region for the
+        // whole done timeout from then.
+        assert!(
+            returned - posted >= timeout,
+            "deregistration returned {:?} after the post, before the done timeout ({timeout:?})",
+            returned - posted
+        );
+        let c = b.stats().now();
+        assert_eq!(
+            (
+                c.grants,
+                c.grants_outstanding,
+                c.grants_expired,
+                c.grants_failed
+            ),
+            (1, 0, 1, 0),
+            "{c:?}"
+        );
+        assert_eq!(
+            (c.accesses_in_flight, c.deregistrations_waiting),
+            (0, 0),
+            "{c:?}"
+        );
+        // The responder closed the connection: the requester has seen it.
+        a.stats()
+            .wait_for(LONG, |c| c.requester_connections_lost == 1)
+            .unwrap_or_else(|c| panic!("the requester never saw its connection close: {c:?}"));
+        let snapshot = mem.to_vec();
+
+        // The requester wakes up with its stale grant.
+        gate.open();
+        let wc = a.wait();
+        assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RemAccessErr), "{wc:?}");
+        assert_eq!(a.qp.state().unwrap(), QpState::Err);
+        assert_eq!(b.qp.state().unwrap(), QpState::Err);
+        assert!(
+            mem.to_vec() == snapshot,
+            "memory changed after deregistration returned"
+        );
+        // Only the first segment, which came by the stream, ever landed.
+        assert_eq!(pattern::first_mismatch(&mem, 0, 1 << 20, 3).unwrap(), None);
+        assert!(snapshot[1 << 20..].iter().all(|&x| x == 0));
+    });
 }
 
 fn with_path_result<R>(cma: bool, f: impl FnOnce() -> R) -> R {

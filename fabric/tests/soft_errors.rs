@@ -9,12 +9,12 @@ mod common;
 
 use common::*;
 use hipobj_fabric::rc::{self, RcParams};
+use hipobj_fabric::soft::testing::Gate;
 use hipobj_fabric::{
     pattern, AccessFlags, FabricError, QpAttr, QpAttrMask, QpState, RecvWr, RemoteAddr, SendOp,
     SendWr, WcOpcode, WcStatus,
 };
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
 
 /// Posts a 4 KiB write through `rkey`/`addr` and returns the completion.
 fn write_with(a: &End, rkey: u32, addr: u64, len: u32) -> hipobj_fabric::WorkCompletion {
@@ -152,7 +152,6 @@ fn responder_in_init_makes_the_requester_fail_with_retry_exceeded() {
     // seed's flow, where the client connects only after the reply.
     rc::connect(&a.qp, &b.peer(), &RcParams::default()).unwrap();
     let remote = b.buffer(4096, RW);
-    let started = Instant::now();
     let wc = write_with(&a, remote.mr().rkey(), remote.mr().addr(), 4096);
     assert_eq!(wc.status, WcStatus::RetryExcErr);
     assert_eq!(wc.vendor_err, hipobj_fabric::soft::vendor_err::NO_ACK);
@@ -163,8 +162,16 @@ fn responder_in_init_makes_the_requester_fail_with_retry_exceeded() {
         vec![0u8; 4096],
         "a QP in INIT accepted data"
     );
-    // 8 attempts of 6.7 ms (timeout 14 at scale 0.1) at the least.
-    assert!(started.elapsed() >= Duration::from_millis(50));
+    // The responder dropped the request and each of its 7 retransmissions
+    // (retry_cnt 7), and nothing else.
+    let dropped = b
+        .stats()
+        .wait_for(LONG, |c| c.dropped_not_ready >= 8)
+        .unwrap_or_else(|c| panic!("the responder did not drop 8 requests: {c:?}"));
+    assert_eq!(
+        (dropped.dropped_not_ready, dropped.dropped_other_peer),
+        (8, 0)
+    );
 }
 
 fn responder_connected_to_another_peer_drops_requests() {
@@ -177,6 +184,15 @@ fn responder_connected_to_another_peer_drops_requests() {
     assert_eq!(wc.status, WcStatus::RetryExcErr);
     assert_eq!(b.qp.state().unwrap(), QpState::Rts);
     assert_eq!(remote.buf().to_vec(), vec![0u8; 4096]);
+    // Dropped as from another peer: the request and its 7 retransmissions.
+    let dropped = b
+        .stats()
+        .wait_for(LONG, |c| c.dropped_other_peer >= 8)
+        .unwrap_or_else(|c| panic!("the responder did not drop 8 requests: {c:?}"));
+    assert_eq!(
+        (dropped.dropped_other_peer, dropped.dropped_not_ready),
+        (8, 0)
+    );
 }
 
 fn peer_that_does_not_exist_fails_with_retry_exceeded() {
@@ -193,14 +209,24 @@ fn peer_that_does_not_exist_fails_with_retry_exceeded() {
 fn responder_that_moves_to_rtr_late_is_reached_by_retransmission() {
     let p = default_provider();
     let (a, b) = (End::new(&p), End::new(&p));
-    rc::connect(&a.qp, &b.peer(), &RcParams::default()).unwrap();
+    // 268 ms per attempt, 8 attempts: the responder connects long before
+    // the requester could give up.
+    let params = RcParams {
+        timeout: 16,
+        ..RcParams::default()
+    };
+    rc::connect(&a.qp, &b.peer(), &params).unwrap();
     let remote = b.buffer(8 << 20, RW);
     let mut src = a.buffer(8 << 20, RW);
     pattern::fill_buffer(src.buf_mut(), 0, 8 << 20, 5).unwrap();
     a.qp.post_send(&write_wr(1, src.sge(0, 8 << 20).unwrap(), &remote, 0))
         .unwrap();
-    // The first transmissions are dropped; the retransmissions land.
-    std::thread::sleep(Duration::from_millis(100));
+    // The first transmission reaches the responder in INIT and is dropped.
+    b.stats()
+        .wait_for(LONG, |c| c.dropped_not_ready >= 1)
+        .unwrap_or_else(|c| panic!("the first transmission was never dropped: {c:?}"));
+    assert_eq!(remote.buf().to_vec(), vec![0u8; 8 << 20]);
+    // Only now does the responder connect: a retransmission lands.
     rc::connect(&b.qp, &a.peer(), &RcParams::default()).unwrap();
     assert_eq!(a.wait().status, WcStatus::Success);
     assert_eq!(
@@ -366,28 +392,72 @@ fn rkeys_are_random_unique_and_dead_after_deregistration() {
 fn deregistration_waits_for_placements_and_nothing_lands_after() {
     let p = default_provider();
     let (a, b) = (End::new(&p), End::new(&p));
-    connect(&a, &b);
-    let len = 64 << 20;
+    // An ACK timeout of 4.3 s: the requester waits for the responder held
+    // below, it does not retransmit meanwhile.
+    let params = RcParams {
+        timeout: 20,
+        ..RcParams::default()
+    };
+    rc::connect(&a.qp, &b.peer(), &params).unwrap();
+    rc::connect(&b.qp, &a.peer(), &params).unwrap();
+    let len = 32 << 20;
     let mut src = a.buffer(len, RW);
     pattern::fill_buffer(src.buf_mut(), 0, len, 9).unwrap();
     let remote = b.buffer(len, RW);
+    // The responder stops at its third access to the region (a segment
+    // from the stream, or a same-host grant), the region's guard held.
+    let gate = Gate::responder(remote.mr().addr(), 3);
     a.qp.post_send(&write_wr(1, src.sge(0, len as u32).unwrap(), &remote, 0))
         .unwrap();
-    std::thread::sleep(Duration::from_millis(5));
+    let held = gate
+        .reached(LONG)
+        .expect("the responder never reached its third access");
+    assert!(
+        held.offset > 0 && held.offset + held.len < len as u64,
+        "{held:?}"
+    );
+    assert_eq!(b.stats().now().accesses_in_flight, 1);
+
     let (mr, mem) = remote.into_parts();
-    drop(mr); // returns only when no placement is in flight
-    let snapshot = mem.to_vec();
-    let wc = a.wait();
-    std::thread::sleep(Duration::from_millis(50));
+    std::thread::scope(|s| {
+        let deregistration = s.spawn(move || drop(mr));
+        assert!(gate.deregistering(LONG), "the deregistration never started");
+        // It waits for the placement in flight, which the gate holds.
+        assert!(
+            !deregistration.is_finished(),
+            "deregistration returned while a placement was in flight"
+        );
+        assert_eq!(b.stats().now().deregistrations_waiting, 1);
+        gate.open();
+        deregistration.join().unwrap();
+    });
+    // Returned: the held access has ended, and nothing else touches the
+    // region.
+    let after = b.stats().now();
     assert_eq!(
-        mem.to_vec(),
-        snapshot,
+        (after.accesses_in_flight, after.deregistrations_waiting),
+        (0, 0)
+    );
+    let snapshot = mem.to_vec();
+    // The next access meets the dead key: the write fails, the responder
+    // goes to ERR.
+    let wc = a.wait();
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RemAccessErr), "{wc:?}");
+    assert_eq!(a.qp.state().unwrap(), QpState::Err);
+    assert_eq!(b.qp.state().unwrap(), QpState::Err);
+    assert!(
+        mem.to_vec() == snapshot,
         "memory changed after deregistration returned"
     );
-    // Either the write finished before deregistration, or it was refused.
+    // Exactly what came before the deregistration landed: everything up to
+    // the held access, and the held access itself (unless the kernel
+    // refused the same-host copy, whose bytes then never came).
+    let copied = b.stats().now().grants_failed == 0;
+    let landed = (held.offset + if copied { held.len } else { 0 }) as usize;
+    assert_eq!(pattern::first_mismatch(&mem, 0, landed, 9).unwrap(), None);
     assert!(
-        matches!(wc.status, WcStatus::Success | WcStatus::RemAccessErr),
-        "{wc:?}"
+        snapshot[landed..].iter().all(|&x| x == 0),
+        "bytes past the held access landed"
     );
 }
 

@@ -4,6 +4,12 @@
 //! small, checksum mismatches, a client that deregisters or vanishes
 //! mid-transfer, several client processes at once, and tokens on
 //! operations RDMA does not serve.
+//!
+//! "Mid-transfer" is forced, not hoped for: the client's own soft
+//! responder, which serves the server's READs and WRITEs of its buffer,
+//! stops at a `testing` gate (`hipobj_fabric::soft::testing::Gate`) with
+//! the transfer in flight, and the tests wait on events (the gate, the
+//! server's metrics), never on time.
 
 #![forbid(unsafe_code)]
 
@@ -11,10 +17,11 @@ mod common;
 
 use common::*;
 use hipobj::Direction;
+use hipobj_fabric::soft::testing::Gate;
 use hipobj_wire::{headers, DcDescriptor, Gid, LegacySuffix, Reply, Token, Transport};
 use http::Method;
 use std::net::Ipv4Addr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TOKEN: &str = headers::RDMA_TOKEN;
 
@@ -453,18 +460,30 @@ fn checksum_mismatch_is_400_bad_digest_and_stores_nothing() {
     assert_object(&s3, "/bkt/mp2", &data);
 }
 
+/// How long a test waits for an event that must come (a bound on a
+/// failure, never on how long a success may take).
+const LONG: Duration = Duration::from_secs(60);
+
+/// The series of the server's transfer durations (a histogram's count: one
+/// per transfer ended) for operation `op` with `result` (`ok`, `error`).
+const TRANSFERS: &str = "hipobj_rdma_transfer_seconds_count";
+
 #[test]
-fn deregistering_mid_put_fails_the_transfer_or_completes_it_whole() {
+fn deregistering_mid_put_fails_the_transfer_and_stores_nothing() {
     let server = Server::start(0);
     let s3 = S3::new(&server.url);
     s3.create_bucket("bkt");
-    let len = 256 << 20;
-    let data = pattern(8, len);
-    let mut mem = data.clone();
+    let len = 64 << 20;
+    let mut mem = pattern(8, len);
+    let addr = mem.as_ptr() as u64;
     let lib = client();
     let buf = lib.register_host(&mut mem).unwrap();
     handshake(&s3, &lib, "/bkt/big");
     let token = buf.token(Direction::Put, 0, len).unwrap();
+    // The server READs the buffer; this process's responder serves the
+    // READs and stops at its second access to the buffer (a segment, or a
+    // same-host grant), holding it: the transfer is in flight.
+    let gate = Gate::responder(addr, 2);
     let url = server.url.clone();
     let sender = std::thread::spawn(move || {
         S3::new(&url).send(
@@ -475,19 +494,21 @@ fn deregistering_mid_put_fails_the_transfer_or_completes_it_whole() {
             true,
         )
     });
-    std::thread::sleep(Duration::from_millis(150));
-    let t = Instant::now();
-    drop(buf); // deregisters: the server's next READ meets a dead rkey
-    eprintln!("deregistered after 150 ms (took {:?})", t.elapsed());
+    let held = gate
+        .reached(LONG)
+        .expect("the server's READs never reached the buffer");
+    assert!(held.offset + held.len < len as u64, "{held:?}");
+    std::thread::scope(|s| {
+        // The deregistration waits for the held access; then the gate opens.
+        s.spawn(|| {
+            assert!(gate.deregistering(LONG), "the deregistration never started");
+            gate.open();
+        });
+        drop(buf); // deregisters: the server's next READ meets a dead rkey
+    });
     let a = sender.join().unwrap();
-    if a.status == 200 {
-        eprintln!("the server was faster: the PUT completed");
-        assert_eq!(a.reply().as_deref(), Some("200"));
-        assert_object(&s3, "/bkt/big", &data);
-    } else {
-        assert_error(&a, 500, "RDMATransferFailed", Some("500"), "deregistered");
-        assert_absent(&s3, "/bkt/big");
-    }
+    assert_error(&a, 500, "RDMATransferFailed", Some("500"), "deregistered");
+    assert_absent(&s3, "/bkt/big");
     drop(mem);
     // The client reconnects and transfers again.
     let mut small = pattern(9, 4096);
@@ -499,42 +520,52 @@ fn deregistering_mid_put_fails_the_transfer_or_completes_it_whole() {
 }
 
 #[test]
-fn a_put_whose_http_request_is_abandoned_is_stored_whole_or_not_at_all() {
+fn a_put_whose_http_request_is_abandoned_mid_transfer_is_stored_whole() {
     let server = Server::start(0);
     let s3 = S3::new(&server.url);
     s3.create_bucket("bkt");
-    let len = 256 << 20;
+    let len = 64 << 20;
     let data = pattern(15, len);
     let mut mem = data.clone();
+    let addr = mem.as_ptr() as u64;
     let lib = client();
     let buf = lib.register_host(&mut mem).unwrap();
     handshake(&s3, &lib, "/bkt/abandoned");
     let token = buf.token(Direction::Put, 0, len).unwrap();
-    // The client gives up on the request (and closes its connection) while
-    // the server reads; its memory stays registered.
-    let a = s3.send_abandoned(
-        Method::PUT,
-        "/bkt/abandoned",
-        &[(TOKEN, &token)],
-        Duration::from_millis(150),
+    // The server's READs stop at their second access to the buffer: the
+    // client gives up on the request (and closes its connection) while the
+    // transfer is in flight; its memory stays registered.
+    let gate = Gate::responder(addr, 2);
+    let (reached, abandon) = tokio::sync::oneshot::channel::<()>();
+    let a = std::thread::scope(|s| {
+        s.spawn(|| {
+            assert!(
+                gate.reached(LONG).is_some(),
+                "the server's READs never reached the buffer"
+            );
+            let _ = reached.send(());
+        });
+        s3.send_abandoned(Method::PUT, "/bkt/abandoned", &[(TOKEN, &token)], async {
+            let _ = abandon.await;
+        })
+    });
+    assert!(
+        a.is_none(),
+        "the server answered while its transfer was held: {:?}",
+        a.map(|a| a.status)
     );
-    if let Some(a) = a {
-        eprintln!("the server answered within 150 ms: {}", a.status);
-    }
-    // The transfer goes on without the request: the object appears whole.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let got = s3.get_plain("/bkt/abandoned");
-        if got.status == 200 {
-            assert_eq!(got.body.len(), len, "a truncated object was stored");
-            assert!(got.body[..] == data[..], "the stored bytes differ");
-            break;
-        }
-        assert_eq!(got.code().as_deref(), Some("NoSuchKey"));
-        assert!(Instant::now() < deadline, "the PUT never completed");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    gate.open();
+    // The transfer goes on without the request and ends: the object is
+    // there, whole.
+    s3.wait_metric(TRANSFERS, &[("op", "PutObject"), ("result", "ok")], |n| {
+        n >= 1.0
+    });
+    assert_eq!(
+        s3.metric(TRANSFERS, &[("op", "PutObject"), ("result", "error")]),
+        0.0
+    );
     drop(buf);
+    assert_object(&s3, "/bkt/abandoned", &data);
 }
 
 /// The child client process: what it does comes from [`CHILD_ROLE`].
@@ -551,19 +582,32 @@ fn child_client_main() {
     let s3 = S3::new(&url);
     let lib = client();
     match role.as_str() {
-        // Starts a large PUT or GET and waits to be killed.
+        // Starts a large PUT or GET, says ready once the server's transfer
+        // is held mid-way (this process's responder stopped at its second
+        // access to the buffer), and waits to be killed.
         "put-and-hang" | "get-and-hang" => {
             let put = role == "put-and-hang";
             let mut mem = pattern(seed, len);
+            let addr = mem.as_ptr() as u64;
             let buf = lib.register_host(&mut mem).unwrap();
             handshake(&s3, &lib, &key);
             let dir = if put { Direction::Put } else { Direction::Get };
             let token = buf.token(dir, 0, len).unwrap();
-            println!("{CHILD_READY}");
+            let gate = Gate::responder(addr, 2);
             let method = if put { Method::PUT } else { Method::GET };
-            let a = s3.send(method, &key, &[(TOKEN, &token)], Vec::new(), true);
-            println!("the transfer ended before the kill: {}", a.status);
-            std::thread::sleep(Duration::from_secs(60));
+            std::thread::spawn(move || {
+                let a = S3::new(&url).send(method, &key, &[(TOKEN, &token)], Vec::new(), true);
+                println!("the transfer ended before the kill: {}", a.status);
+            });
+            assert!(
+                gate.reached(LONG).is_some(),
+                "the server's transfer never reached the buffer"
+            );
+            println!("{CHILD_READY}");
+            // Held mid-transfer until the test kills this process.
+            loop {
+                std::thread::park();
+            }
         }
         // PUT then GET, byte-exact.
         "put-get" => {
@@ -623,24 +667,26 @@ fn a_client_killed_mid_put_leaves_no_object_and_the_server_serves_on() {
     let mut server = Server::start(0);
     let s3 = S3::new(&server.url);
     s3.create_bucket("bkt");
-    let len = 256 << 20;
+    let len = 64 << 20;
     let mut child = spawn_child(
         "child_client_main",
         "put-and-hang",
         &child_env(&server.url, "/bkt/killed", len, 10),
     );
-    assert!(wait_ready(&mut child), "the child did not start its PUT");
-    std::thread::sleep(Duration::from_millis(150));
-    child.kill().unwrap(); // SIGKILL
+    assert!(
+        wait_ready(&mut child),
+        "the child did not get its PUT held mid-transfer"
+    );
+    child.kill().unwrap(); // SIGKILL, mid-transfer
     child.wait().unwrap();
-    let killed = Instant::now();
     server_still_serves(&mut server, &s3, "/bkt/next");
-    // Whatever the server was doing for the dead client has ended by now
-    // (a silent peer fails after about 0.54 s of retries).
-    let settle = Duration::from_secs(3);
-    if let Some(rest) = settle.checked_sub(killed.elapsed()) {
-        std::thread::sleep(rest);
-    }
+    // The server's transfer for the dead client ends, in failure (its
+    // peer is silent), and stores nothing.
+    s3.wait_metric(
+        TRANSFERS,
+        &[("op", "PutObject"), ("result", "error")],
+        |n| n >= 1.0,
+    );
     assert_absent(&s3, "/bkt/killed");
     assert!(server.alive() && server.healthy());
 }
@@ -650,7 +696,7 @@ fn a_client_killed_mid_get_leaves_the_object_and_the_server_serves_on() {
     let mut server = Server::start(0);
     let s3 = S3::new(&server.url);
     s3.create_bucket("bkt");
-    let len = 128 << 20;
+    let len = 64 << 20;
     let data = pattern(11, len);
     // Stored by RDMA (quicker than a signed HTTP body of this size).
     {
@@ -665,12 +711,20 @@ fn a_client_killed_mid_get_leaves_the_object_and_the_server_serves_on() {
         "get-and-hang",
         &child_env(&server.url, "/bkt/big", len, 12),
     );
-    assert!(wait_ready(&mut child), "the child did not start its GET");
-    std::thread::sleep(Duration::from_millis(150));
-    child.kill().unwrap();
+    assert!(
+        wait_ready(&mut child),
+        "the child did not get its GET held mid-transfer"
+    );
+    child.kill().unwrap(); // SIGKILL, mid-transfer
     child.wait().unwrap();
     server_still_serves(&mut server, &s3, "/bkt/next");
-    std::thread::sleep(Duration::from_secs(1));
+    // The server's transfer for the dead client ends, in failure; the
+    // object is untouched.
+    s3.wait_metric(
+        TRANSFERS,
+        &[("op", "GetObject"), ("result", "error")],
+        |n| n >= 1.0,
+    );
     assert_object(&s3, "/bkt/big", &data);
     assert!(server.alive() && server.healthy());
 }

@@ -198,15 +198,17 @@ impl S3 {
         self.request(req)
     }
 
-    /// A signed request given up after `after`: its connection is closed
-    /// while the server may still be serving it. `None` when it was given
-    /// up, the answer when it came first.
+    /// A signed request given up once `abandon` completes: its connection
+    /// is closed while the server may still be serving it. `None` when it
+    /// was given up, the answer when it came first. (`abandon` runs on this
+    /// client's runtime: a timer, or a channel another thread signals on
+    /// an event.)
     pub fn send_abandoned(
         &self,
         method: Method,
         path_and_query: &str,
         headers: &[(&str, &str)],
-        after: Duration,
+        abandon: impl std::future::Future<Output = ()>,
     ) -> Option<Answer> {
         let req = self
             .signed(
@@ -223,9 +225,10 @@ impl S3 {
             .pool_max_idle_per_host(0)
             .build_http();
         self.rt.block_on(async {
-            let resp = tokio::time::timeout(after, client.request(req))
-                .await
-                .ok()?;
+            let resp = tokio::select! {
+                r = client.request(req) => r,
+                () = abandon => return None,
+            };
             let (parts, body) = resp.expect("HTTP request").into_parts();
             let body = body.collect().await.expect("HTTP body").to_bytes();
             Some(Answer {
@@ -287,6 +290,50 @@ impl S3 {
         let req = req.body(Body::empty()).unwrap();
         self.request(req)
             .unwrap_or_else(|e| panic!("GET {}{path}: {e}", self.url))
+    }
+
+    /// The sum of the values of metric `name` in the server's `/metrics`
+    /// over the series whose labels include all of `labels`; 0 when there
+    /// is none.
+    pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let body = self.get_unsigned("/metrics").text();
+        body.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (series, value) = l.rsplit_once(' ')?;
+                let (n, set) = match series.split_once('{') {
+                    Some((n, rest)) => (n, rest.strip_suffix('}')?),
+                    None => (series, ""),
+                };
+                let has =
+                    |(k, v): &(&str, &str)| set.split(',').any(|kv| kv == format!("{k}=\"{v}\""));
+                (n == name && labels.iter().all(has)).then(|| value.parse::<f64>().ok())?
+            })
+            .sum()
+    }
+
+    /// Waits until `cond` holds for [`metric`](Self::metric)`(name,
+    /// labels)`, reading it every 20 ms for at most 60 s: the value that
+    /// satisfied it; panics with the last value read when none did.
+    #[track_caller]
+    pub fn wait_metric(
+        &self,
+        name: &str,
+        labels: &[(&str, &str)],
+        cond: impl Fn(f64) -> bool,
+    ) -> f64 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = self.metric(name, labels);
+            if cond(v) {
+                return v;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}{labels:?} is still {v} after 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Creates `bucket`; panics unless it is created.

@@ -9,6 +9,12 @@ pub const ENV_TIMEOUT_SCALE: &str = "HIPOBJ_SOFT_TIMEOUT_SCALE";
 /// path off.
 pub const ENV_CMA: &str = "HIPOBJ_SOFT_CMA";
 
+/// How long, by default, a same-host grant keeps its region registered
+/// waiting for the requester's done: far more than the copy of the largest
+/// message (2 GiB) between two processes takes, even on a loaded host.
+/// After it the responder closes the connection and lets the region go.
+pub const CMA_DONE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 static CMA_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Payload bytes this process's soft requesters moved by the same-host
@@ -31,6 +37,13 @@ pub struct SoftConfig {
     /// Whether this device offers and uses the same-host path
     /// (cross-memory attach) with devices on its host.
     pub cma: bool,
+    /// How long a same-host grant this device gives keeps its region
+    /// registered waiting for the requester's done ([`CMA_DONE_TIMEOUT`]
+    /// by default). Not scaled by `timeout_scale`: it bounds how long a
+    /// peer may hold a deregistration, and shortening it with the other
+    /// timers would cut off slow but honest copies. Tests of the timeout
+    /// itself shorten it.
+    pub cma_done_timeout: std::time::Duration,
 }
 
 impl Default for SoftConfig {
@@ -38,6 +51,7 @@ impl Default for SoftConfig {
         SoftConfig {
             timeout_scale: 1.0,
             cma: true,
+            cma_done_timeout: CMA_DONE_TIMEOUT,
         }
     }
 }

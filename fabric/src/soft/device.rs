@@ -5,10 +5,12 @@
 use super::config::SoftConfig;
 use super::cq::{soft_cq, CqInner, SoftCq};
 use super::dct::SoftDct;
+use super::hooks;
 use super::memory::MrInner;
 use super::qp::SoftQp;
 use super::responder;
 use super::shared::{DctInner, DeviceShared, QpInner};
+use super::stats::{Gauge, SoftStats};
 use crate::error::{FabricError, Result};
 use crate::seam::{CqOps, DctOps, DeviceOps, MrOps, PdOps, QpInit, QpOps};
 use crate::types::{
@@ -41,6 +43,11 @@ impl SoftDevice {
         SoftDevice {
             shared: Arc::new(DeviceShared::new(ip, config, info, responder::serve)),
         }
+    }
+
+    /// A handle on the device's counters.
+    pub fn stats(&self) -> SoftStats {
+        SoftStats(self.shared.stats.clone())
     }
 }
 
@@ -212,6 +219,8 @@ impl Drop for SoftMr {
     fn drop(&mut self) {
         // New requests stop finding the key, then placements in flight finish.
         self.dev.remove_mr(self.inner.key);
+        let _waiting = self.dev.stats.up(Gauge::DeregistrationsWaiting);
+        hooks::retiring(&self.inner);
         self.inner.retire();
     }
 }

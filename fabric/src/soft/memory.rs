@@ -71,6 +71,12 @@ impl MrInner {
         self.host.checked_add(usize::try_from(off).ok()?)
     }
 
+    /// The offset in the region of host address `host` (one of its own).
+    #[cfg(feature = "testing")]
+    pub fn offset_of(&self, host: usize) -> u64 {
+        host.saturating_sub(self.host) as u64
+    }
+
     /// Runs `f` while the region is guaranteed to stay registered; `None`
     /// if it has been deregistered.
     pub fn while_live<R>(&self, f: impl FnOnce() -> R) -> Option<R> {

@@ -33,6 +33,15 @@
 //! above, grants the range, and the requester copies it straight between
 //! the two processes' memory, one copy instead of two through a socket.
 //! Every rule holds on both paths; `HIPOBJ_SOFT_CMA=0` turns it off.
+//!
+//! # Observing it
+//!
+//! Each device counts what a NIC's hardware counters would show (requests
+//! dropped and why, accesses to registered memory in flight, same-host
+//! grants outstanding: [`SoftCounters`], read through the [`SoftStats`] of
+//! [`SoftProvider::open_ip_observed`]). With the cargo feature `testing`,
+//! the module `testing` adds gates that stop the provider's threads at a named
+//! point, for tests that must force the path they name.
 
 // In dependency order: each module uses only those above it.
 mod cma;
@@ -41,6 +50,7 @@ mod config;
 mod cq;
 mod dct;
 mod device;
+mod hooks;
 mod memory;
 pub mod packet;
 mod psn;
@@ -49,10 +59,14 @@ mod qp_state;
 pub mod requester;
 pub mod responder;
 mod shared;
+mod stats;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod timers;
 
 pub use completion::vendor_err;
-pub use config::{cma_bytes, SoftConfig, ENV_ADDRS, ENV_CMA, ENV_TIMEOUT_SCALE};
+pub use config::{cma_bytes, SoftConfig, CMA_DONE_TIMEOUT, ENV_ADDRS, ENV_CMA, ENV_TIMEOUT_SCALE};
+pub use stats::{SoftCounters, SoftStats};
 
 use crate::error::{FabricError, Result};
 use crate::seam::{DeviceOps, Provider};
@@ -103,11 +117,20 @@ impl SoftProvider {
 
     /// Opens a soft device bound to `ip`.
     pub fn open_ip(&self, ip: Ipv4Addr) -> Device {
+        self.open_ip_observed(ip).0
+    }
+
+    /// Opens a soft device bound to `ip`, with a handle on its counters
+    /// (requests dropped and why, accesses in flight, same-host grants:
+    /// [`SoftCounters`]).
+    pub fn open_ip_observed(&self, ip: Ipv4Addr) -> (Device, SoftStats) {
         let name = match self.addrs.iter().position(|a| *a == ip) {
             Some(i) => format!("soft{i}"),
             None => format!("soft:{ip}"),
         };
-        Device::from_ops(Arc::new(SoftDevice::new(name, ip, self.config)))
+        let dev = SoftDevice::new(name, ip, self.config);
+        let stats = dev.stats();
+        (Device::from_ops(Arc::new(dev)), stats)
     }
 
     /// The provider's settings.

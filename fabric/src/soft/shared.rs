@@ -16,6 +16,7 @@ use super::cq::CqInner;
 use super::memory::MrInner;
 use super::packet::SEGMENT;
 use super::psn;
+use super::stats::Counters;
 use crate::error::{FabricError, Result};
 use crate::types::{
     AccessFlags, DcAddr, DeviceInfo, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr,
@@ -51,6 +52,8 @@ pub(crate) struct DeviceShared {
     pub ip: Ipv4Addr,
     pub gid: Gid,
     pub config: SoftConfig,
+    /// What the device counts (see [`super::stats`]).
+    pub stats: Arc<Counters>,
     info: DeviceInfo,
     mrs: RwLock<HashMap<u32, Arc<MrInner>>>,
     targets: RwLock<HashMap<u32, Target>>,
@@ -72,6 +75,7 @@ impl DeviceShared {
             ip,
             gid: Gid::from_ipv4(ip),
             config,
+            stats: Arc::new(Counters::default()),
             info,
             mrs: RwLock::new(HashMap::new()),
             targets: RwLock::new(HashMap::new()),

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
-use hipobj_fabric::soft::{SoftConfig, SoftProvider};
+use hipobj_fabric::soft::{SoftConfig, SoftProvider, SoftStats};
 use hipobj_fabric::{
     AccessFlags, CompletionQueue, Device, ProtectionDomain, QpCap, QpType, QueuePair,
     RegisteredBuffer, RemoteAddr, SendOp, SendWr, Sge, WorkCompletion,
@@ -35,6 +35,7 @@ fn config(timeout_scale: f64) -> SoftConfig {
     SoftConfig {
         timeout_scale,
         cma: CMA.with(|c| c.get()).unwrap_or(env.cma),
+        ..SoftConfig::default()
     }
 }
 
@@ -48,6 +49,20 @@ pub fn fast_provider() -> SoftProvider {
 pub fn default_provider() -> SoftProvider {
     SoftProvider::new(vec![Ipv4Addr::LOCALHOST], config(1.0))
 }
+
+/// A provider with hardware timing whose same-host grants wait `done` for
+/// the requester's done.
+pub fn provider_with_done_timeout(done: Duration) -> SoftProvider {
+    let config = SoftConfig {
+        cma_done_timeout: done,
+        ..config(1.0)
+    };
+    SoftProvider::new(vec![Ipv4Addr::LOCALHOST], config)
+}
+
+/// How long a test waits for an event that must come (a bound on a
+/// failure, never on how long a success may take).
+pub const LONG: Duration = Duration::from_secs(60);
 
 /// Declares each named test twice: in `cma`, on the same-host path, and in
 /// `tcp`, on the TCP stream only; every rule must hold on both.
@@ -69,6 +84,8 @@ pub struct End {
     pub pd: ProtectionDomain,
     pub cq: CompletionQueue,
     pub qp: QueuePair,
+    /// The device's counters, when this end opened the device.
+    stats: Option<SoftStats>,
 }
 
 impl End {
@@ -77,9 +94,18 @@ impl End {
     }
 
     pub fn with_access(p: &SoftProvider, qp_access: AccessFlags) -> End {
-        let dev = p.open_ip(Ipv4Addr::LOCALHOST);
+        let (dev, stats) = p.open_ip_observed(Ipv4Addr::LOCALHOST);
         let pd = dev.alloc_pd().unwrap();
-        End::on(dev, pd, qp_access)
+        End {
+            stats: Some(stats),
+            ..End::on(dev, pd, qp_access)
+        }
+    }
+
+    /// The counters of this end's device (an end made by [`End::new`] or
+    /// [`End::with_access`], which opened it).
+    pub fn stats(&self) -> &SoftStats {
+        self.stats.as_ref().expect("an end on a device it opened")
     }
 
     pub fn on(dev: Device, pd: ProtectionDomain, qp_access: AccessFlags) -> End {
@@ -92,7 +118,13 @@ impl End {
         };
         let qp = pd.create_qp(QpType::Rc, &cq, &cq, cap).unwrap();
         rc::to_init(&qp, 1, qp_access).unwrap();
-        End { dev, pd, cq, qp }
+        End {
+            dev,
+            pd,
+            cq,
+            qp,
+            stats: None,
+        }
     }
 
     pub fn peer(&self) -> RcPeer {

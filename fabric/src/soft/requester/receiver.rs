@@ -7,6 +7,7 @@ use crate::soft::completion::vendor_err;
 use crate::soft::memory::{self, dead_region, walk, KeyError, Piece};
 use crate::soft::packet::{RespOp, Response, Syndrome, CMA_GRANT_LEN, RESPONSE_LEN};
 use crate::soft::shared::{CmaGrant, QpCore, QpInner, ReqConn};
+use crate::soft::stats::Event;
 use crate::soft::{psn, timers};
 use crate::types::WcStatus;
 use std::net::TcpStream;
@@ -133,6 +134,10 @@ pub(super) fn receive(qp: Arc<QpInner>, gen: u64, conn: Arc<ReqConn>, stream: Tc
     }
     let mut g = qp.lock();
     if g.gen == gen {
+        if g.conn.as_ref().is_some_and(|c| c.id == conn.id) {
+            // Ended under the QP, not closed by it.
+            qp.dev.stats.count(Event::RequesterConnectionLost);
+        }
         drop_conn(&mut g, Some(conn.id));
     }
 }

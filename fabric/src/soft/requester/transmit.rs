@@ -80,6 +80,31 @@ pub(super) fn transmit_cma(
     let Ok(remote) = usize::try_from(grant.addr) else {
         return Err(TxError::Io);
     };
+    #[cfg(feature = "testing")]
+    {
+        // A `testing` gate may stop a requester here, the grant taken and
+        // nothing copied; it then finds out below what happened meanwhile.
+        drop(g);
+        let mut off = out.off as usize;
+        let start = pieces.iter().find_map(|p| {
+            if off < p.len {
+                Some((p, p.host + off))
+            } else {
+                off -= p.len;
+                None
+            }
+        });
+        if let Some((p, host)) = start {
+            crate::soft::testing::requester_grant(&p.mr, host, len);
+        }
+        g = qp.lock();
+    }
+    // The grant holds only while its connection does: one the responder
+    // closed (it waited too long for the done) or the QP dropped is not
+    // copied to; the ACK timer resends the request.
+    if g.gen != gen || g.conn.as_ref().map(|c| c.id) != Some(conn.id) {
+        return Ok(());
+    }
     // Set only when the copy is sure to start: it is cleared after it.
     g.cma_copying = true;
     drop(g);

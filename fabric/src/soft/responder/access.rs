@@ -2,10 +2,12 @@
 //! the device's live regions, placing a segment's payload, sending READ
 //! data, and answering.
 
+use crate::soft::hooks;
 use crate::soft::memory::{self, dead_region, MrInner};
 use crate::soft::packet::{Request, Response, Syndrome, FLAG_FIRST, SEGMENT};
 use crate::soft::psn;
 use crate::soft::shared::{segments, DeviceShared};
+use crate::soft::stats::Gauge;
 use crate::types::AccessFlags;
 use std::io;
 use std::net::TcpStream;
@@ -85,12 +87,38 @@ pub(super) fn check_read(
     )
 }
 
+/// Runs `f`, which moves the `len` bytes at `host` of `mr`, while the
+/// region stays registered (its guard held), counted as an access in
+/// flight; `None` if it has been deregistered. A `testing` gate may stop
+/// the thread here first, guard held.
+pub(super) fn while_accessing<R>(
+    dev: &DeviceShared,
+    mr: &MrInner,
+    host: usize,
+    len: usize,
+    f: impl FnOnce() -> R,
+) -> Option<R> {
+    mr.while_live(|| {
+        let _in_flight = dev.stats.up(Gauge::AccessesInFlight);
+        hooks::responder_access(mr, host, len);
+        f()
+    })
+}
+
 /// Receives a segment's payload into `host` of live region `mr`.
-pub(super) fn place(stream: &TcpStream, mr: &MrInner, host: usize, len: usize) -> io::Result<()> {
+pub(super) fn place(
+    dev: &DeviceShared,
+    stream: &TcpStream,
+    mr: &MrInner,
+    host: usize,
+    len: usize,
+) -> io::Result<()> {
     // SAFETY: `host..host + len` was checked to lie inside `mr`, which is
     // registered for remote write; its live guard is held for the call.
-    mr.while_live(|| unsafe { memory::recv_into(stream, host, len) })
-        .unwrap_or_else(|| Err(dead_region()))
+    while_accessing(dev, mr, host, len, || unsafe {
+        memory::recv_into(stream, host, len)
+    })
+    .unwrap_or_else(|| Err(dead_region()))
 }
 
 /// Sends READ data for the request `req` (already checked), segment by
@@ -122,7 +150,7 @@ pub(super) fn read_out(
             Err(()) => return respond(stream, Response::nak(p, Syndrome::RemoteAccess, 0)),
             Ok(None) => respond(stream, Response::read(p, 0))?,
             Ok(Some((mr, host))) => {
-                let sent = mr.while_live(|| {
+                let sent = while_accessing(dev, &mr, host, len as usize, || {
                     memory::send_bytes(stream, &Response::read(p, len).encode(), true)?;
                     // SAFETY: the range lies inside `mr`, which allows remote
                     // reads; its live guard is held for the call.

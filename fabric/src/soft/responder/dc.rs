@@ -55,7 +55,7 @@ pub(super) fn dct_request(
                 return respond(stream, Response::nak(req.psn, Syndrome::RemoteAccess, 0));
             };
             if let Some((mr, host)) = target {
-                if let Err(e) = place(stream, &mr, host, req.seg_len as usize) {
+                if let Err(e) = place(dev, stream, &mr, host, req.seg_len as usize) {
                     if e.kind() != io::ErrorKind::NotFound {
                         return Err(e);
                     }

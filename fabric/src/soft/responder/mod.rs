@@ -18,6 +18,7 @@ use crate::soft::cma;
 use crate::soft::memory;
 use crate::soft::packet::{Hello, HelloAck, ReqOp, Request, FLAG_CMA, HELLO_LEN, REQUEST_LEN};
 use crate::soft::shared::{DeviceShared, Target};
+use crate::soft::stats::Event;
 use dc::dct_request;
 use rc::rc_request;
 use std::collections::HashMap;
@@ -106,16 +107,20 @@ pub(crate) fn serve(dev: Arc<DeviceShared>, stream: TcpStream, conn_id: u64) {
             );
             break Ok(());
         }
+        let no_target = || {
+            dev.stats.count(Event::DroppedNoTarget);
+            memory::drain(&stream, req.seg_len as usize)
+        };
         let step = match dev.target(req.dst_qpn) {
             Some(Target::Rc(w)) => match w.upgrade() {
                 Some(qp) => rc_request(&dev, &qp, &stream, &req, &mut pending),
-                None => memory::drain(&stream, req.seg_len as usize),
+                None => no_target(),
             },
             Some(Target::Dct(w)) => match w.upgrade() {
                 Some(dct) => dct_request(&dev, &dct, &stream, &req, &mut dct_epsn),
-                None => memory::drain(&stream, req.seg_len as usize),
+                None => no_target(),
             },
-            None => memory::drain(&stream, req.seg_len as usize),
+            None => no_target(),
         };
         if let Err(e) = step {
             break Err(e);

@@ -2,12 +2,13 @@
 //! (duplicates, sequence NAKs), RNR, and executing WRITE, WRITE with
 //! immediate, SEND and READ, by the stream or the same-host path.
 
-use super::access::{check_read, check_write, place, read_out, respond};
+use super::access::{check_read, check_write, place, read_out, respond, while_accessing};
 use super::grant::{cma_read, grant, Granted};
 use crate::soft::memory::{self, dead_region, walk, Piece};
 use crate::soft::packet::{ReqOp, Request, Response, Syndrome, FLAG_CMA, FLAG_FIRST, FLAG_LAST};
 use crate::soft::psn;
 use crate::soft::shared::{segments, DeviceShared, QpCore, QpInner};
+use crate::soft::stats::Event;
 use crate::types::{QpState, WcOpcode, WcStatus};
 use std::io;
 use std::net::TcpStream;
@@ -38,10 +39,16 @@ pub(super) fn rc_request(
             .ah_attr
             .grh
             .is_some_and(|grh| grh.dgid == req.src_gid);
-    if !matches!(g.state, QpState::Rtr | QpState::Rts) || !peer_ok {
+    let ready = matches!(g.state, QpState::Rtr | QpState::Rts);
+    if !ready || !peer_ok {
         // Silently dropped, as a NIC drops packets for a QP that is not
-        // ready or not connected to the sender.
+        // ready or not connected to the sender (and counts them).
         drop(g);
+        dev.stats.count(if ready {
+            Event::DroppedOtherPeer
+        } else {
+            Event::DroppedNotReady
+        });
         return memory::drain(stream, req.seg_len as usize);
     }
     let d = psn::diff(req.psn, g.epsn);
@@ -69,7 +76,7 @@ pub(super) fn rc_request(
             };
             return match target {
                 Some((mr, host)) if req.flags & FLAG_CMA != 0 => {
-                    cma_read(stream, req, &mr, host, pending)
+                    cma_read(dev, stream, req, &mr, host, pending)
                 }
                 _ => read_out(dev, stream, req, qp.pd_id, qp_access),
             };
@@ -89,7 +96,7 @@ pub(super) fn rc_request(
             drop(g);
             match target {
                 Some((mr, host)) if req.flags & FLAG_CMA != 0 => {
-                    cma_read(stream, req, &mr, host, pending)
+                    cma_read(dev, stream, req, &mr, host, pending)
                 }
                 _ => read_out(dev, stream, req, qp.pd_id, qp_access),
             }
@@ -103,7 +110,7 @@ pub(super) fn rc_request(
             };
             let gen = g.gen;
             drop(g);
-            match grant(stream, &mr, host, req)? {
+            match grant(dev, stream, &mr, host, req)? {
                 Granted::Done => {}
                 Granted::Failed => return Ok(()),
                 Granted::Superseded(next) => {
@@ -138,7 +145,7 @@ pub(super) fn rc_request(
             let gen = g.gen;
             drop(g);
             if let Some((mr, host)) = target {
-                if let Err(e) = place(stream, &mr, host, req.seg_len as usize) {
+                if let Err(e) = place(dev, stream, &mr, host, req.seg_len as usize) {
                     if e.kind() != io::ErrorKind::NotFound {
                         return Err(e);
                     }
@@ -216,8 +223,10 @@ pub(super) fn rc_request(
                 // SAFETY: `host..host + n` lies inside the live region
                 // `p.mr`, which allows local writes (checked by resolve and
                 // walk); its guard is held for the call.
-                p.mr.while_live(|| unsafe { memory::recv_into(stream, host, n) })
-                    .unwrap_or_else(|| Err(dead_region()))
+                while_accessing(dev, &p.mr, host, n, || unsafe {
+                    memory::recv_into(stream, host, n)
+                })
+                .unwrap_or_else(|| Err(dead_region()))
             });
             let mut g = qp.lock();
             qp.unbusy(&mut g);
