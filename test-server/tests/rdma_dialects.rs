@@ -14,7 +14,7 @@ use hipobj_gateway::rdma::DEFAULT_DC_KEY;
 use hipobj_wire::{headers, DcDescriptor, LegacySuffix, Token, Transport};
 use http::Method;
 use std::net::Ipv4Addr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const TOKEN: &str = headers::RDMA_TOKEN;
 
@@ -268,8 +268,9 @@ fn a_dc_target_with_another_key_fails_the_transfer_with_500() {
         let t = Instant::now();
         let a = rdma_get(&s3, "/bkt/o", &token);
         assert_error(&a, 500, "RDMATransferFailed", Some("500"), what);
+        // The transport's retry timer ends it (no timed assertion: the
+        // request would hang past the test client's deadline otherwise).
         eprintln!("{what} GET failed after {:?}", t.elapsed());
-        assert!(t.elapsed() < Duration::from_secs(10));
         assert_eq!(c.bytes(), vec![0x22; len], "{what}: memory unchanged");
 
         let a = rdma_put(&s3, "/bkt/p", &token);
