@@ -4,6 +4,11 @@
 //! Numeric values are libibverbs' (`<infiniband/verbs.h>`), so a provider
 //! over libibverbs passes them through unchanged and logs read the same on
 //! every provider.
+//!
+//! Why one file of about 600 lines: it is the vocabulary of `verbs.h` in
+//! one place (flags, states, attributes, work requests, completions and
+//! their names), mostly declarations and their `Display`; each piece is
+//! small and they are read together.
 
 use hipobj_wire::Gid;
 use std::fmt;

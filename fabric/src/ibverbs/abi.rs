@@ -14,6 +14,11 @@
 //! the trailing `bind_mw`/`tso` union of `ibv_send_wr`. Function pointers
 //! that the provider never calls are declared as [`AnyFn`]: only their size
 //! and position matter.
+//!
+//! Why one file of about 700 lines: it is declarations only (no logic),
+//! in the order of `verbs.h`, and `tests/ibverbs_abi.rs` checks it as one
+//! unit against that header; split, a struct and the structs it embeds
+//! would be read in different files.
 
 #![allow(non_camel_case_types, non_snake_case, missing_docs)]
 
