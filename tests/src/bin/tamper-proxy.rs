@@ -189,7 +189,10 @@ fn token_signed(h: &HeaderMap) -> bool {
 /// `/bucket/`, with any query).
 fn is_bucket_operation(path_query: &str) -> bool {
     let path = path_query.split('?').next().unwrap_or("");
-    !path.trim_start_matches('/').trim_end_matches('/').contains('/')
+    !path
+        .trim_start_matches('/')
+        .trim_end_matches('/')
+        .contains('/')
 }
 
 fn error_response(status: StatusCode, msg: String) -> Response<Full<Bytes>> {
