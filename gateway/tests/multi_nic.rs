@@ -157,7 +157,6 @@ fn a_bad_device_list_is_refused_at_start() {
         &["--rdma-device", "soft0,soft0"],
         &[("HIPOBJ_SOFT_ADDRS", "127.0.0.2")],
     )
-    .err()
-    .expect("a device named twice is refused");
+    .expect_err("a device named twice is refused");
     assert!(e.to_string().contains("named twice"), "{e}");
 }
