@@ -46,15 +46,18 @@ pub struct CommonArgs {
     /// Region requests are signed for.
     #[arg(long, env = "HIPOBJ_REGION", default_value = "us-east-1")]
     pub region: String,
-    /// RDMA device (soft0, soft:<ipv4>, mlx5_0, bnxt_re0, ...); default: the
-    /// first hardware device, else the software provider's soft0.
-    #[arg(long, env = "HIPOBJ_RDMA_DEVICE")]
+    /// RDMA devices to serve on: one (soft0, soft:<ipv4>, mlx5_0,
+    /// bnxt_re0, ...), several separated by commas (mlx5_0,mlx5_1), or
+    /// `all` (every device whose port is active); each client is answered
+    /// from the device in its subnet. Default: the first hardware device,
+    /// else the software provider's soft0.
+    #[arg(long, env = "HIPOBJ_RDMA_DEVICE", value_parser = device_list)]
     pub rdma_device: Option<String>,
     /// Bytes per staging buffer, in MiB (one RDMA WRITE or READ each).
     #[arg(long, env = "HIPOBJ_CHUNK_MIB", default_value_t = 8)]
     pub chunk_mib: usize,
-    /// Staging buffers in the shared pool (chunk × buffers is the RDMA
-    /// memory: 256 MiB by default).
+    /// Staging buffers in all (chunk × buffers is the RDMA memory: 256 MiB
+    /// by default), divided evenly among the RDMA devices.
     #[arg(long, env = "HIPOBJ_STAGING_BUFFERS", default_value_t = 32)]
     pub staging_buffers: usize,
     /// Chunks in flight per RDMA transfer (each holds a staging buffer, so
@@ -253,6 +256,11 @@ pub fn positive_duration(s: &str) -> Result<Duration, String> {
         return Err("must be greater than zero".into());
     }
     Ok(d)
+}
+
+/// `--rdma-device`: `all`, or device names separated by commas, each once.
+pub fn device_list(s: &str) -> Result<String, String> {
+    crate::config::Devices::parse(Some(s)).map(|_| s.trim().to_string())
 }
 
 /// A DC key: `cuobject` (cuObject's public 0xffeeddcc), `0x` and hex
@@ -482,6 +490,23 @@ mod tests {
         assert_eq!(at_least_one("0").unwrap_err(), "must be at least 1");
         assert_eq!(at_least_one("3"), Ok(3));
         assert!(at_least_one("x").unwrap_err().starts_with("not a count"));
+    }
+
+    #[test]
+    fn several_rdma_devices_or_all() {
+        let g = parse(&["--rdma-device", "soft0, soft1"]).unwrap();
+        assert_eq!(g.common.rdma().device.as_deref(), Some("soft0, soft1"));
+        assert_eq!(
+            crate::config::Devices::parse(g.common.rdma().device.as_deref()),
+            Ok(crate::config::Devices::Named(vec![
+                "soft0".into(),
+                "soft1".into()
+            ]))
+        );
+        let g = parse(&["--rdma-device", "all"]).unwrap();
+        assert_eq!(g.common.rdma().device.as_deref(), Some("all"));
+        assert!(parse(&["--rdma-device", "mlx5_0,,mlx5_1"]).is_err());
+        assert!(parse(&["--rdma-device", "mlx5_0,mlx5_0"]).is_err());
     }
 
     #[test]

@@ -124,14 +124,17 @@ impl Default for UpstreamOptions {
 /// The RDMA side.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RdmaConfig {
-    /// The device to open (`soft0`, `soft:<ipv4>`, `mlx5_0`, ...); `None`
-    /// chooses: the first hardware device, else the software provider's
-    /// `soft0`.
+    /// The devices to serve on: one name (`soft0`, `soft:<ipv4>`,
+    /// `mlx5_0`, ...), several separated by commas (`mlx5_0,mlx5_1`), or
+    /// `all` (every device whose port is active: the hardware ones if there
+    /// are any, else the software provider's); `None` chooses: the first
+    /// hardware device, else the software provider's `soft0`. See
+    /// [`Devices::parse`].
     pub device: Option<String>,
     /// Bytes per staging buffer (one RDMA WRITE or READ each).
     pub chunk_size: usize,
-    /// Staging buffers in the shared pool (chunk_size × buffers is the
-    /// engine's RDMA memory).
+    /// Staging buffers in all (chunk_size × buffers is the engine's RDMA
+    /// memory), divided evenly among the devices served on.
     pub buffers: usize,
     /// Chunks in flight per transfer.
     pub depth: usize,
@@ -169,6 +172,44 @@ pub struct RdmaConfig {
     /// a proxy or load balancer, or with HTTP and RDMA on different
     /// interfaces). Empty: only the HTTP peer itself.
     pub allowed_peers: Vec<ipnet::IpNet>,
+}
+
+/// Which devices the gateway serves on, as [`RdmaConfig::device`] says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Devices {
+    /// The first hardware device, else the software provider's `soft0`.
+    Default,
+    /// Every device whose port is active.
+    All,
+    /// These, in this order (the order of the device choice's ties).
+    Named(Vec<String>),
+}
+
+impl Devices {
+    /// Parses `--rdma-device`: `all`, or names separated by commas, each
+    /// once; `None` or blank is [`Devices::Default`].
+    pub fn parse(spec: Option<&str>) -> Result<Devices, String> {
+        let Some(spec) = spec.map(str::trim).filter(|s| !s.is_empty()) else {
+            return Ok(Devices::Default);
+        };
+        if spec.eq_ignore_ascii_case("all") {
+            return Ok(Devices::All);
+        }
+        let mut names: Vec<String> = Vec::new();
+        for n in spec.split(',').map(str::trim) {
+            if n.is_empty() {
+                return Err(format!("{spec:?}: an empty device name"));
+            }
+            if n.eq_ignore_ascii_case("all") {
+                return Err(format!("{spec:?}: \"all\" stands alone"));
+            }
+            if names.iter().any(|m| m == n) {
+                return Err(format!("{spec:?}: {n} is named twice"));
+            }
+            names.push(n.to_string());
+        }
+        Ok(Devices::Named(names))
+    }
 }
 
 impl Default for RdmaConfig {
@@ -250,4 +291,27 @@ pub struct EngineConfig {
     pub rdma: RdmaConfig,
     /// The HTTP front's timeouts and connection cap.
     pub server: ServerConfig,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Devices;
+
+    #[test]
+    fn device_lists() {
+        assert_eq!(Devices::parse(None), Ok(Devices::Default));
+        assert_eq!(Devices::parse(Some(" ")), Ok(Devices::Default));
+        assert_eq!(Devices::parse(Some("ALL")), Ok(Devices::All));
+        assert_eq!(
+            Devices::parse(Some("mlx5_0, mlx5_1")),
+            Ok(Devices::Named(vec!["mlx5_0".into(), "mlx5_1".into()]))
+        );
+        assert_eq!(
+            Devices::parse(Some("soft:127.0.0.2")),
+            Ok(Devices::Named(vec!["soft:127.0.0.2".into()]))
+        );
+        assert!(Devices::parse(Some("mlx5_0,,mlx5_1")).is_err());
+        assert!(Devices::parse(Some("mlx5_0,mlx5_0")).is_err());
+        assert!(Devices::parse(Some("mlx5_0,all")).is_err());
+    }
 }

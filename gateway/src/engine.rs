@@ -95,7 +95,7 @@ impl Engine {
             match parts.uri.path() {
                 "/health" | "/health/ready" => return health(self).await,
                 "/health/live" => return live(),
-                "/metrics" => return crate::metrics::render(self.rdma.gauges()),
+                "/metrics" => return crate::metrics::render(&self.rdma.gauges()),
                 _ => {}
             }
         }

@@ -6,23 +6,30 @@
 //! itself. This module imports nothing of the gateway but the body type:
 //! callers pass plain values (the S3 operation's name comes from
 //! `crate::s3op`, an upstream error's reason from the upstream module).
-//! Labels are bounded sets (S3 operation names, reasons, statuses): never a
-//! bucket, key or access key.
+//! Labels are bounded sets (S3 operation names, reasons, statuses, the
+//! RDMA devices served on): never a bucket, key or access key. `device` is
+//! the RDMA device's name (`mlx5_0`, `soft1`): the metrics of what happens
+//! on one device (handshakes, bytes, transfers, completions, its staging
+//! pool, pairs and DC initiators) carry it; those of requests refused
+//! before a device is chosen do not.
 //!
 //! | Metric | Kind | Labels |
 //! |--------|------|--------|
 //! | `hipobj_requests_total` | counter | `op` (S3 operation), `path` (`rdma`, `http`) |
 //! | `hipobj_auth_failures_total` | counter | `code` (S3 error code) |
-//! | `hipobj_rdma_handshakes_total` | counter | `result` (`ok`, `limit`, `error`) |
-//! | `hipobj_rdma_bytes_total` | counter | `direction` (`write`: to the client, GET; `read`: from the client, PUT/UploadPart) |
-//! | `hipobj_rdma_transfer_seconds` | histogram | `op`, `result` (`ok`, `error`) |
+//! | `hipobj_rdma_handshakes_total` | counter | `device`, `result` (`ok`, `limit`, `other_key`, `error`) |
+//! | `hipobj_rdma_bytes_total` | counter | `device`, `direction` (`write`: to the client, GET; `read`: from the client, PUT/UploadPart) |
+//! | `hipobj_rdma_transfer_seconds` | histogram | `device`, `op`, `result` (`ok`, `error`) |
 //! | `hipobj_rdma_declined_total` | counter | `reason` (501: the client falls back to plain HTTP) |
 //! | `hipobj_rdma_fallbacks_total` | counter | `reason` (`reconnect`: 421, the client repeats the handshake) |
 //! | `hipobj_rdma_failures_total` | counter | `reason` (the S3 error code answered, or `StoreError`) |
-//! | `hipobj_rdma_completion_errors_total` | counter | `op` (`write`, `read`), `status` (`ibv_wc_status` name, or `Timeout`) |
-//! | `hipobj_staging_buffers_in_use` | gauge | |
-//! | `hipobj_staging_buffers_total` | gauge | |
-//! | `hipobj_rdma_pairs` | gauge | (connected QP pairs) |
+//! | `hipobj_rdma_completion_errors_total` | counter | `device`, `op` (`write`, `read`), `status` (`ibv_wc_status` name, or `Timeout`) |
+//! | `hipobj_staging_buffers_in_use` | gauge | `device` |
+//! | `hipobj_staging_buffers_total` | gauge | `device` |
+//! | `hipobj_staging_buffers_quarantined_total` | counter | `device` |
+//! | `hipobj_rdma_pairs` | gauge | `device` (connected QP pairs) |
+//! | `hipobj_rdma_pairs_released_total` | counter | `device`, `reason` (`idle`, `probe`) |
+//! | `hipobj_rdma_dc_initiators_in_use` | gauge | `device` |
 //! | `hipobj_upstream_request_seconds` | histogram | `op` (time until the store's response head) |
 //! | `hipobj_upstream_errors_total` | counter | `op`, `reason` (no answer: `connect`, `connect_timeout`, `request`, ...; or `status_5xx`) |
 //! | `hipobj_http_connections` | gauge | (client connections being served) |
@@ -169,9 +176,11 @@ fn describe() {
     );
 }
 
-/// The engine's state at one instant, for the gauges.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// One device's state at one instant, for the gauges.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Gauges {
+    /// The device.
+    pub device: String,
     /// Staging buffers in the pool.
     pub staging_total: usize,
     /// Staging buffers held by transfers.
@@ -182,13 +191,16 @@ pub struct Gauges {
     pub dc_initiators: usize,
 }
 
-/// The exposition text, with the gauges set from `now`.
-pub fn render(now: Gauges) -> Response<Body> {
+/// The exposition text, with the gauges set from `now` (one per device).
+pub fn render(now: &[Gauges]) -> Response<Body> {
     let handle = install();
-    gauge!(STAGING_TOTAL).set(now.staging_total as f64);
-    gauge!(STAGING_IN_USE).set(now.staging_in_use as f64);
-    gauge!(PAIRS).set(now.pairs as f64);
-    gauge!(DC_INITIATORS).set(now.dc_initiators as f64);
+    for g in now {
+        let d = || g.device.clone();
+        gauge!(STAGING_TOTAL, "device" => d()).set(g.staging_total as f64);
+        gauge!(STAGING_IN_USE, "device" => d()).set(g.staging_in_use as f64);
+        gauge!(PAIRS, "device" => d()).set(g.pairs as f64);
+        gauge!(DC_INITIATORS, "device" => d()).set(g.dc_initiators as f64);
+    }
     let mut r = Response::new(Body::from(handle.render()));
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -222,21 +234,28 @@ pub fn auth_failure(code: &'static str) {
     counter!(AUTH_FAILURES, "code" => code).increment(1);
 }
 
-/// A handshake's `result`.
-pub fn handshake(result: &'static str) {
-    counter!(HANDSHAKES, "result" => result).increment(1);
+/// A handshake's `result` on `device`.
+pub fn handshake(device: &str, result: &'static str) {
+    counter!(HANDSHAKES, "device" => device.to_string(), "result" => result).increment(1);
 }
 
-/// Bytes a completed WRITE (`write`) or READ moved.
-pub fn rdma_bytes(write: bool, n: usize) {
+/// Bytes a completed WRITE (`write`) or READ moved on `device`.
+pub fn rdma_bytes(device: &str, write: bool, n: usize) {
     let direction = if write { "write" } else { "read" };
-    counter!(RDMA_BYTES, "direction" => direction).increment(n as u64);
+    counter!(RDMA_BYTES, "device" => device.to_string(), "direction" => direction)
+        .increment(n as u64);
 }
 
-/// One transfer's duration.
-pub fn rdma_transfer(op: &'static str, took: Duration, ok: bool) {
+/// One transfer's duration on `device`.
+pub fn rdma_transfer(device: &str, op: &'static str, took: Duration, ok: bool) {
     let result = if ok { "ok" } else { "error" };
-    histogram!(RDMA_TRANSFER_SECONDS, "op" => op, "result" => result).record(took.as_secs_f64());
+    histogram!(
+        RDMA_TRANSFER_SECONDS,
+        "device" => device.to_string(),
+        "op" => op,
+        "result" => result
+    )
+    .record(took.as_secs_f64());
 }
 
 /// A declined (501) RDMA request.
@@ -254,23 +273,30 @@ pub fn rdma_failure(reason: &'static str) {
     counter!(RDMA_FAILURES, "reason" => reason).increment(1);
 }
 
-/// Staging buffers withdrawn for good.
-pub fn staging_quarantined(n: usize) {
-    counter!(STAGING_QUARANTINED).increment(n as u64);
+/// Staging buffers of `device` withdrawn for good.
+pub fn staging_quarantined(device: &str, n: usize) {
+    counter!(STAGING_QUARANTINED, "device" => device.to_string()).increment(n as u64);
 }
 
-/// Pairs the sweeper released.
-pub fn pairs_released(reason: &'static str, n: usize) {
+/// Pairs of `device` the sweeper released.
+pub fn pairs_released(device: &str, reason: &'static str, n: usize) {
     if n > 0 {
-        counter!(PAIRS_RELEASED, "reason" => reason).increment(n as u64);
+        counter!(PAIRS_RELEASED, "device" => device.to_string(), "reason" => reason)
+            .increment(n as u64);
     }
 }
 
-/// A work completion with an error (`status`: the `ibv_wc_status` name, or
-/// `Timeout` when none came).
-pub fn completion_error(write: bool, status: String) {
+/// A work completion with an error on `device` (`status`: the
+/// `ibv_wc_status` name, or `Timeout` when none came).
+pub fn completion_error(device: &str, write: bool, status: String) {
     let op = if write { "write" } else { "read" };
-    counter!(COMPLETION_ERRORS, "op" => op, "status" => status).increment(1);
+    counter!(
+        COMPLETION_ERRORS,
+        "device" => device.to_string(),
+        "op" => op,
+        "status" => status
+    )
+    .increment(1);
 }
 
 /// One request to the store: the time until its response head, and why it

@@ -269,28 +269,37 @@ async fn metrics_count_requests() {
         Some(1.0)
     );
     assert_eq!(
-        v("hipobj_rdma_handshakes_total", &[("result", "ok")]),
+        v(
+            "hipobj_rdma_handshakes_total",
+            &[("device", "soft0"), ("result", "ok")]
+        ),
         Some(1.0)
     );
     assert_eq!(
-        v("hipobj_rdma_bytes_total", &[("direction", "write")]),
+        v(
+            "hipobj_rdma_bytes_total",
+            &[("device", "soft0"), ("direction", "write")]
+        ),
         Some(1000.0)
     );
     assert_eq!(
-        v("hipobj_rdma_bytes_total", &[("direction", "read")]),
+        v(
+            "hipobj_rdma_bytes_total",
+            &[("device", "soft0"), ("direction", "read")]
+        ),
         Some(1000.0)
     );
     assert_eq!(
         v(
             "hipobj_rdma_transfer_seconds_count",
-            &[("op", "GetObject"), ("result", "ok")]
+            &[("device", "soft0"), ("op", "GetObject"), ("result", "ok")]
         ),
         Some(1.0)
     );
     assert_eq!(
         v(
             "hipobj_rdma_transfer_seconds_count",
-            &[("op", "PutObject"), ("result", "ok")]
+            &[("device", "soft0"), ("op", "PutObject"), ("result", "ok")]
         ),
         Some(1.0)
     );
@@ -301,9 +310,15 @@ async fn metrics_count_requests() {
     );
     assert_eq!(v("hipobj_rdma_failures_total", &[]), None);
     assert!(!t.contains("hipobj_rdma_completion_errors_total{"));
-    assert_eq!(v("hipobj_staging_buffers_total", &[]), Some(4.0));
-    assert_eq!(v("hipobj_staging_buffers_in_use", &[]), Some(0.0));
-    assert_eq!(v("hipobj_rdma_pairs", &[]), Some(1.0));
+    assert_eq!(
+        v("hipobj_staging_buffers_total", &[("device", "soft0")]),
+        Some(4.0)
+    );
+    assert_eq!(
+        v("hipobj_staging_buffers_in_use", &[("device", "soft0")]),
+        Some(0.0)
+    );
+    assert_eq!(v("hipobj_rdma_pairs", &[("device", "soft0")]), Some(1.0));
     for (op, n) in [
         ("CreateBucket", 1.0),
         ("PutObject", 2.0),

@@ -365,7 +365,8 @@ pub fn gateway(bin: &Path, upstream: &str, access_key: &str, secret_key: &str) -
 
 /// `hipobj-gateway` (the binary at `bin`) with `args`, and `env` in its
 /// environment, on a loopback port it picks (`--listen 127.0.0.1:0`),
-/// the software provider and cuObject's public DC key (`--dc-key
+/// the software provider's `soft0` (unless `args` hold `--rdma-device`)
+/// and cuObject's public DC key (`--dc-key
 /// cuobject`: `args` must not name another), none of the variables of this environment that
 /// name its store, keys or region passed on; once it has printed the URL
 /// it serves. Its stderr is kept ([`ServerProc::log`]); a [`NotStarted`]
@@ -376,16 +377,13 @@ pub fn try_gateway_with(
     env: &[(&str, &str)],
 ) -> Result<ServerProc, NotStarted> {
     let mut cmd = Command::new(bin);
-    // The software provider even where the host has a NIC.
-    cmd.args([
-        "--listen",
-        "127.0.0.1:0",
-        "--rdma-device",
-        "soft0",
-        "--dc-key",
-        "cuobject",
-    ])
-    .args(args);
+    cmd.args(["--listen", "127.0.0.1:0", "--dc-key", "cuobject"]);
+    // The software provider even where the host has a NIC, unless `args`
+    // name the devices.
+    if !args.contains(&"--rdma-device") {
+        cmd.args(["--rdma-device", "soft0"]);
+    }
+    cmd.args(args);
     for var in [
         "HIPOBJ_UPSTREAM",
         "HIPOBJ_DATA_DIR",

@@ -90,6 +90,15 @@ impl S3 {
         }
     }
 
+    /// The same client with its connections made from `local` (a client
+    /// on another address of the host, whose RDMA GID names that address).
+    pub fn bound_to(mut self, local: std::net::IpAddr) -> S3 {
+        let mut c = HttpConnector::new();
+        c.set_local_address(Some(local));
+        self.client = Client::builder(TokioExecutor::new()).build(c);
+        self
+    }
+
     /// A request of `path_and_query` with `headers` and `body`, signed
     /// with `secret`: the payload as its SHA-256, or as UNSIGNED-PAYLOAD
     /// when `unsigned`.

@@ -73,16 +73,19 @@ impl RdmaEngine {
         )
     }
 
-    /// The QP that will move the bytes to or from `target`: the RC pair
-    /// this access key made, or a DC initiator leased from the pool.
+    /// The QP of device `rail` that will move the bytes to or from
+    /// `target`: the RC pair this access key made there, or a DC initiator
+    /// leased from its pool.
     pub(super) async fn initiator(
         &self,
+        rail: usize,
         target: Target,
         access_key: &str,
         request_id: &str,
     ) -> Result<Initiator, Response<Body>> {
+        let rail = &self.rails[rail];
         let initiator = match target {
-            Target::Rc { gid, qp_num } => match self.pairs.get(gid, qp_num) {
+            Target::Rc { gid, qp_num } => match rail.pairs.get(gid, qp_num) {
                 None => {
                     crate::metrics::rdma_fallback("reconnect");
                     return Err(with_reply(
@@ -109,17 +112,17 @@ impl RdmaEngine {
                 Some(p) => Initiator::Rc(p),
             },
             Target::Dc(to) => {
-                if let Some((reason, why)) = dci::refusal(self.device.info(), self.dc_key) {
+                if let Some((reason, why)) = dci::refusal(rail.device.info(), self.dc_key) {
                     return Err(self.decline(reason, &why, request_id));
                 }
-                match self
+                match rail
                     .dcis
                     .lease(
                         access_key,
                         self.cfg.pool_timeout,
-                        &self.device,
-                        &self.pd,
-                        &self.params,
+                        &rail.device,
+                        &rail.pd,
+                        &rail.params,
                     )
                     .await
                 {

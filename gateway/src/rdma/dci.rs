@@ -2,6 +2,9 @@
 //! access key as RC pairs are. An initiator is made on first need, moved to
 //! RTS once, and reused for any target; one whose QP failed is destroyed
 //! when its lease ends, and its slot is made again on the next need.
+//! An initiator is a QP of one device: each device has a pool of its own
+//! ([`DciPool::sharing`]), and the pools of one gateway share the limits
+//! (in all, per key), so they bound leases over all devices together.
 
 use super::completions::AsyncCq;
 use super::shares::KeyShares;
@@ -9,6 +12,7 @@ use hipobj_fabric::rc::RcParams;
 use hipobj_fabric::{
     Device, DeviceInfo, FabricError, ProtectionDomain, QpCap, QpState, QpType, QueuePair,
 };
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -35,7 +39,9 @@ struct Dci {
 struct Shared {
     idle: Mutex<Vec<Dci>>,
     total: Arc<Semaphore>,
-    keys: KeyShares,
+    keys: Arc<KeyShares>,
+    /// Leases of this pool now (the limits count those of every pool).
+    leased: AtomicUsize,
 }
 
 /// The pool.
@@ -62,9 +68,28 @@ impl DciPool {
             shared: Arc::new(Shared {
                 idle: Mutex::new(Vec::new()),
                 total: Arc::new(Semaphore::new(total)),
-                keys: KeyShares::new(per_key.clamp(1, total)),
+                keys: Arc::new(KeyShares::new(per_key.clamp(1, total))),
+                leased: AtomicUsize::new(0),
             }),
         }
+    }
+
+    /// A pool of its own initiators (another device's) under the same
+    /// limits as this one.
+    pub fn sharing(&self) -> DciPool {
+        DciPool {
+            shared: Arc::new(Shared {
+                idle: Mutex::new(Vec::new()),
+                total: self.shared.total.clone(),
+                keys: self.shared.keys.clone(),
+                leased: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Initiators of this pool leased now.
+    pub fn in_use(&self) -> usize {
+        self.shared.leased.load(Ordering::Relaxed)
     }
 
     /// Initiators idle in the pool now.
@@ -76,7 +101,7 @@ impl DciPool {
             .len()
     }
 
-    /// Initiators leased now.
+    /// Initiators leased now, from this pool and those sharing its limits.
     pub fn leased(&self, total: usize) -> usize {
         total.saturating_sub(self.shared.total.available_permits())
     }
@@ -112,6 +137,7 @@ impl DciPool {
             Some(d) => d,
             None => make(device, pd, params)?,
         };
+        self.shared.leased.fetch_add(1, Ordering::Relaxed);
         Ok(DciLease {
             dci: Some(dci),
             shared: self.shared.clone(),
@@ -202,6 +228,7 @@ impl DciLease {
 impl Drop for DciLease {
     fn drop(&mut self) {
         let Some(d) = self.dci.take() else { return };
+        self.shared.leased.fetch_sub(1, Ordering::Relaxed);
         // Only a clean initiator goes back: in RTS, and with no completion
         // left over from the transfer that used it.
         let mut left = Vec::new();

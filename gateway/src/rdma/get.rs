@@ -82,7 +82,7 @@ pub(super) async fn run(
     }
     let chunk = ctx.pool.chunk();
     let depth = ctx.depth;
-    let mut mover = Mover::new(initiator, remote, ctx.progress_timeout);
+    let mut mover = Mover::new(initiator, remote, ctx.progress_timeout, ctx.device);
     let mut offset: u64 = 0; // bytes posted so far
     let mut current: Option<(Staging, usize)> = None;
     let mut failure: Option<(S3Error, &'static str)> = None;

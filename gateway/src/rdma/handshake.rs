@@ -14,9 +14,11 @@ use crate::body::Body;
 use crate::s3err::S3Error;
 
 impl RdmaEngine {
-    /// Connects a server QP to the client QP `t` names, for `access_key`.
+    /// Connects a server QP of device `rail` to the client QP `t` names,
+    /// for `access_key`; the answer's token names that device's GID.
     pub(super) fn handshake(
         &self,
+        rail: usize,
         access_key: &str,
         t: &Token,
         request_id: &str,
@@ -26,23 +28,31 @@ impl RdmaEngine {
             gid: t.gid,
             lid: t.lid,
         };
-        match self
-            .pairs
-            .connect(&self.device, &self.pd, access_key, client, &self.params)
-        {
+        let elsewhere = self.pairs_elsewhere(rail, access_key);
+        let rail = &self.rails[rail];
+        let device = rail.name.as_str();
+        match rail.pairs.connect(
+            &rail.device,
+            &rail.pd,
+            access_key,
+            client,
+            &rail.params,
+            elsewhere,
+        ) {
             Ok(pair) => {
-                crate::metrics::handshake("ok");
+                crate::metrics::handshake(device, "ok");
                 let server = Token {
                     transport: Transport::Rc,
                     qp_num: pair.qp.qp_num(),
-                    gid: self.gid,
+                    gid: rail.gid,
                     rkey: 0,
                     addr: 0,
                     len: 0,
-                    port: self.params.port,
+                    port: rail.params.port,
                     lid: 0,
                 };
                 tracing::info!(
+                    device,
                     client_qp = format_args!("{:#x}", t.qp_num),
                     server_qp = format_args!("{:#x}", pair.qp.qp_num()),
                     "RDMA handshake"
@@ -58,15 +68,16 @@ impl RdmaEngine {
                 r
             }
             Err(e @ (PairError::PerKey(_) | PairError::Total(_))) => {
-                crate::metrics::handshake("limit");
+                crate::metrics::handshake(device, "limit");
                 with_reply(
                     S3Error::pool_timeout(e.to_string()).into_response(request_id),
                     "503",
                 )
             }
             Err(e @ PairError::OtherKey) => {
-                crate::metrics::handshake("other_key");
+                crate::metrics::handshake(device, "other_key");
                 tracing::warn!(
+                    device,
                     client_qp = format_args!("{:#x}", t.qp_num),
                     "RDMA handshake refused: the client QP is paired under another access key"
                 );
@@ -76,7 +87,7 @@ impl RdmaEngine {
                 )
             }
             Err(e) => {
-                crate::metrics::handshake("error");
+                crate::metrics::handshake(device, "error");
                 with_reply(
                     S3Error::transfer_failed(e.to_string()).into_response(request_id),
                     "500",

@@ -1,9 +1,11 @@
 //! The RDMA path: requests carrying `x-amz-rdma-token`.
 //!
-//! - `pairs`: the connect-first RC flow's server QPs.
-//! - `dci`: the bounded pool of DC initiators.
-//! - `shares`: per-access-key shares of the staging pool and the initiators.
-//! - `staging`: the shared pool of registered buffers.
+//! - `rail`: the devices served on, each with its PD, GID, staging pool,
+//!   pairs and DC initiators; `choose`: which device answers a client.
+//! - `pairs`: the connect-first RC flow's server QPs (a table per device).
+//! - `dci`: the bounded pool of DC initiators (one per device, shared limits).
+//! - `shares`: per-access-key shares of the staging pools and the initiators.
+//! - `staging`: a device's pool of registered buffers.
 //! - `mover`: posting WRITE/READ and waiting for completions.
 //! - `checksum`: the checksums a PUT is verified against.
 //! - `operation`: which operation a token request is, and the buffer limits.
@@ -15,6 +17,7 @@
 
 mod admit;
 pub mod checksum;
+pub mod choose;
 pub mod completions;
 pub mod dci;
 mod get;
@@ -23,6 +26,7 @@ pub mod mover;
 pub mod operation;
 pub mod pairs;
 mod put;
+pub mod rail;
 mod reply;
 pub mod shares;
 pub mod staging;
@@ -34,15 +38,14 @@ use crate::config::RdmaConfig;
 use crate::s3err::S3Error;
 use crate::server::ClientAddr;
 use crate::upstream::Upstream;
-use hipobj_fabric::rc::RcParams;
+use choose::Candidate;
 use hipobj_fabric::seam::Provider;
 use hipobj_fabric::soft::SoftProvider;
-use hipobj_fabric::{Device, Gid, ProtectionDomain, QpState};
+use hipobj_fabric::{Gid, QpState};
 use hipobj_wire::detect;
 use http::Response;
 use mover::Initiator;
-use pairs::{Limits, Pairs};
-use staging::StagingPool;
+use rail::Rail;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tracing::Instrument as _;
@@ -57,23 +60,12 @@ use transfer::Transfer;
 /// chooses ([`hipobj_fabric::CUOBJECT_DC_KEY`]).
 pub const DEFAULT_DC_KEY: u64 = hipobj_fabric::CUOBJECT_DC_KEY;
 
-/// The RDMA side of the engine.
+/// The RDMA side of the engine: one rail per device served on.
 #[derive(Debug)]
 pub struct RdmaEngine {
-    /// The provider's name.
-    pub provider: &'static str,
-    /// The device.
-    pub device: Device,
-    pd: ProtectionDomain,
-    /// The GID tokens name.
-    pub gid: Gid,
-    params: RcParams,
-    /// The staging pool.
-    pub pool: StagingPool,
-    /// Connected pairs.
-    pub pairs: Pairs,
-    /// DC initiators.
-    pub dcis: dci::DciPool,
+    /// The devices, in the configured order (the device choice's ties go
+    /// to the first).
+    pub rails: Vec<Rail>,
     cfg: RdmaConfig,
     /// The DC key from the configuration; `None`: DC is declined.
     dc_key: Option<u64>,
@@ -88,53 +80,21 @@ pub enum StartError {
     /// The pool could not be registered.
     #[error("{0}")]
     Pool(#[from] staging::PoolError),
+    /// The device list names no usable device.
+    #[error("--rdma-device: {0}")]
+    Devices(String),
 }
 
 impl RdmaEngine {
-    /// Opens the device (`cfg.device`, or the first hardware device, or the
-    /// software provider's `soft0`) and registers the staging pool.
+    /// Opens the devices (`cfg.device`: one, several, `all`, or by default
+    /// the first hardware device, else the software provider's `soft0`)
+    /// and registers a staging pool on each.
     pub fn open(cfg: &RdmaConfig) -> Result<RdmaEngine, StartError> {
         let soft: Arc<dyn Provider> = Arc::new(SoftProvider::from_env()?);
         let verbs: Arc<dyn Provider> = Arc::new(hipobj_fabric::ibverbs::VerbsProvider::new());
-        let (provider, name) = match cfg.device.as_deref() {
-            Some(n) if n.starts_with("soft") => (soft, n.to_string()),
-            Some(n) => (verbs, n.to_string()),
-            None => match verbs.device_names() {
-                Ok(names) if !names.is_empty() => (verbs, names[0].clone()),
-                _ => (soft, "soft0".to_string()),
-            },
-        };
-        let device = Device::open(provider.as_ref(), &name)?;
-        dci::log_setup(&device, cfg.dc_key);
-        let table = device.gid_table(1)?;
-        let index = hipobj_fabric::gid_table::pick_best_gid(&table);
-        let gid = table
-            .iter()
-            .find(|e| e.index == index)
-            .map_or(Gid::ZERO, |e| e.gid);
-        let gid_index = u8::try_from(index).unwrap_or(0);
-        let pd = device.alloc_pd()?;
-        let per_key = cfg.staging_per_key.unwrap_or(cfg.buffers);
-        let pool = StagingPool::new(&pd, cfg.chunk_size, cfg.buffers, per_key)?;
-        let params = RcParams {
-            gid_index,
-            ..RcParams::default()
-        }
-        .within(device.info());
-        let pairs = Pairs::new(Limits {
-            per_key: cfg.pairs_per_key,
-            total: cfg.pairs_total,
-            idle: cfg.pair_idle,
-        });
+        let rails = rail::open_all(cfg, soft, verbs)?;
         Ok(RdmaEngine {
-            provider: provider.name(),
-            device,
-            pd,
-            gid,
-            params,
-            pool,
-            pairs,
-            dcis: dci::DciPool::new(cfg.dc_initiators, cfg.dc_per_key),
+            rails,
             cfg: cfg.clone(),
             dc_key: cfg.dc_key,
         })
@@ -150,50 +110,76 @@ impl RdmaEngine {
             .spawn(move || loop {
                 std::thread::sleep(period);
                 let Some(e) = engine.upgrade() else { return };
-                crate::metrics::pairs_released("idle", e.pairs.sweep());
                 let probe_wait = e.cfg.progress_timeout;
-                crate::metrics::pairs_released(
-                    "probe",
-                    e.pairs.probe(e.cfg.pair_probe, probe_wait),
-                );
+                for r in &e.rails {
+                    let _span = tracing::info_span!("rdma", device = %r.name).entered();
+                    crate::metrics::pairs_released(&r.name, "idle", r.pairs.sweep());
+                    crate::metrics::pairs_released(
+                        &r.name,
+                        "probe",
+                        r.pairs.probe(e.cfg.pair_probe, probe_wait),
+                    );
+                }
             })
             .map(|_| ())
     }
 
     /// A human description for the start-up line.
     pub fn describe(&self) -> String {
-        format!(
-            "provider {} device {} GID {:?} ({}), staging {} x {} MiB",
-            self.provider,
-            self.device.info().name,
-            self.gid,
-            self.gid
-                .ipv4()
-                .map_or_else(|| "not IPv4".to_string(), |ip| ip.to_string()),
-            self.cfg.buffers,
-            self.cfg.chunk_size >> 20
-        )
+        let rails: Vec<String> = self.rails.iter().map(Rail::describe).collect();
+        format!("device {}", rails.join("; device "))
     }
 
-    /// Whether the device answers (health).
+    /// Whether every device's port is active (health).
     pub fn ready(&self) -> bool {
-        matches!(self.device.query_port(1), Ok(p) if p.state == hipobj_fabric::PortState::Active)
+        self.rails.iter().all(Rail::active)
     }
 
-    /// DC initiators leased now.
+    /// DC initiators leased now, on all devices.
     pub fn dc_in_use(&self) -> usize {
-        self.dcis.leased(self.cfg.dc_initiators)
+        self.rails.iter().map(|r| r.dcis.in_use()).sum()
     }
 
-    /// The gauges' values now, for `GET /metrics`.
-    pub fn gauges(&self) -> crate::metrics::Gauges {
-        let total = self.pool.total();
-        crate::metrics::Gauges {
-            staging_total: total,
-            staging_in_use: total.saturating_sub(self.pool.available()),
-            pairs: self.pairs.len(),
-            dc_initiators: self.dc_in_use(),
+    /// The gauges' values now, one set per device, for `GET /metrics`.
+    pub fn gauges(&self) -> Vec<crate::metrics::Gauges> {
+        self.rails.iter().map(Rail::gauges).collect()
+    }
+
+    /// The device that answers a client whose GID is `client`
+    /// ([`choose::choose`]).
+    fn rail_for(&self, client: Gid) -> usize {
+        if self.rails.len() == 1 {
+            return 0;
         }
+        let candidates: Vec<Candidate> = self
+            .rails
+            .iter()
+            .map(|r| Candidate {
+                gid: r.gid,
+                active: r.active(),
+            })
+            .collect();
+        let (i, why) = choose::choose(client, &candidates);
+        tracing::debug!(
+            device = %self.rails[i].name,
+            client = ?client,
+            why = why.as_str(),
+            "RDMA device chosen"
+        );
+        i
+    }
+
+    /// The pairs of the devices other than `rail`, for the limits.
+    fn pairs_elsewhere(&self, rail: usize, access_key: &str) -> pairs::Elsewhere {
+        let mut e = pairs::Elsewhere::default();
+        for (i, r) in self.rails.iter().enumerate() {
+            if i != rail {
+                let h = r.pairs.held(access_key);
+                e.mine += h.mine;
+                e.total += h.total;
+            }
+        }
+        e
     }
 
     /// Serves one request carrying `token` for the authenticated
@@ -227,7 +213,8 @@ impl RdmaEngine {
                 if !self.peer_allowed(t.gid, client) {
                     return self.refuse_peer(t.gid, client, request_id);
                 }
-                return self.handshake(access_key, &t, request_id);
+                let rail = self.rail_for(t.gid);
+                return self.handshake(rail, access_key, &t, request_id);
             }
             Aim::Decline { reason, why } => return self.decline(reason, why, request_id),
             Aim::Transfer {
@@ -253,17 +240,27 @@ impl RdmaEngine {
         if !self.peer_allowed(target.gid(), client) {
             return self.refuse_peer(target.gid(), client, request_id);
         }
-        let initiator = match self.initiator(target, access_key, request_id).await {
+        // The device that reaches the client; an RC pair is looked for in
+        // its table only.
+        let rail = self.rail_for(target.gid());
+        let initiator = match self.initiator(rail, target, access_key, request_id).await {
             Ok(i) => i,
             Err(refused) => return refused,
         };
-        let share = self.pool.share(access_key);
-        let span =
-            tracing::info_span!("rdma", dialect, op = ?op, len = remote.len, token = %redacted);
+        let share = self.rails[rail].pool.share(access_key);
+        let span = tracing::info_span!(
+            "rdma",
+            device = %self.rails[rail].name,
+            dialect,
+            op = ?op,
+            len = remote.len,
+            token = %redacted
+        );
         let (engine, upstream, request_id_owned) =
             (self.clone(), upstream.clone(), request_id.to_string());
         let transfer = async move {
             let request_id = request_id_owned;
+            let rail = &engine.rails[rail];
             let pair = match &initiator {
                 Initiator::Rc(p) => Some(p.clone()),
                 Initiator::Dc { .. } => None,
@@ -277,7 +274,8 @@ impl RdmaEngine {
             };
             let start = std::time::Instant::now();
             let ctx = Transfer {
-                pool: &engine.pool,
+                pool: &rail.pool,
+                device: &rail.name,
                 depth: engine.depth(),
                 progress_timeout: engine.progress_timeout(),
                 pool_timeout: engine.pool_timeout(),
@@ -289,14 +287,14 @@ impl RdmaEngine {
                 Operation::GetObject => get::run(&ctx, parts, initiator, remote).await,
                 _ => put::run(&ctx, parts, initiator, remote).await,
             };
-            crate::metrics::rdma_transfer(op.name(), start.elapsed(), result.is_ok());
+            crate::metrics::rdma_transfer(&rail.name, op.name(), start.elapsed(), result.is_ok());
             if let Some(p) = &pair {
                 p.touch();
                 if !matches!(p.qp.state(), Ok(QpState::Rts)) {
                     // A failed transfer leaves the QP in ERR: the client reconnects.
                     if let Ok(a) = p.qp.query() {
                         if let Some(g) = a.ah_attr.grh {
-                            engine.pairs.remove_pair(g.dgid, a.dest_qp_num, p);
+                            rail.pairs.remove_pair(g.dgid, a.dest_qp_num, p);
                         }
                     }
                 }

@@ -128,6 +128,8 @@ pub struct Mover {
     next_id: u64,
     progress: Duration,
     failed: bool,
+    /// The device the initiator is on, for metrics.
+    device: String,
 }
 
 impl Mover {
@@ -157,9 +159,15 @@ impl Mover {
         }
     }
 
-    /// Moves bytes to or from `remote` over `initiator`; a transfer whose oldest
-    /// work request does not complete within `progress` is failed.
-    pub fn new(initiator: Initiator, remote: RemoteBuffer, progress: Duration) -> Mover {
+    /// Moves bytes to or from `remote` over `initiator`, a QP of `device`;
+    /// a transfer whose oldest work request does not complete within
+    /// `progress` is failed.
+    pub fn new(
+        initiator: Initiator,
+        remote: RemoteBuffer,
+        progress: Duration,
+        device: &str,
+    ) -> Mover {
         Mover {
             initiator: Some(initiator),
             remote,
@@ -167,6 +175,7 @@ impl Mover {
             next_id: 0,
             progress,
             failed: false,
+            device: device.to_string(),
         }
     }
 
@@ -247,14 +256,14 @@ impl Mover {
             Some(wc) if wc.status == WcStatus::Success => {
                 let front = self.inflight.pop_front();
                 if let Some((_, n)) = &front {
-                    crate::metrics::rdma_bytes(write, *n);
+                    crate::metrics::rdma_bytes(&self.device, write, *n);
                 }
                 Ok(front)
             }
             Some(wc) => {
                 // The request's own completion: its buffer is free again.
                 self.inflight.pop_front();
-                crate::metrics::completion_error(write, format!("{:?}", wc.status));
+                crate::metrics::completion_error(&self.device, write, format!("{:?}", wc.status));
                 let e = MoveError::Completion {
                     op: op_name,
                     status: wc.status,
@@ -263,7 +272,7 @@ impl Mover {
                 Err(e)
             }
             None => {
-                crate::metrics::completion_error(write, "Timeout".to_string());
+                crate::metrics::completion_error(&self.device, write, "Timeout".to_string());
                 let e = MoveError::Timeout {
                     op: op_name,
                     after: self.progress,
@@ -318,7 +327,7 @@ impl Mover {
             buffers = n,
             "RDMA work requests were not flushed in time; their staging buffers are withdrawn from the pool"
         );
-        crate::metrics::staging_quarantined(n);
+        crate::metrics::staging_quarantined(&self.device, n);
         for (s, _) in self.inflight.drain(..) {
             s.quarantine();
         }
@@ -352,7 +361,7 @@ impl Drop for Mover {
         };
         let inflight = std::mem::take(&mut self.inflight);
         let _ = rc::to_error(initiator.qp());
-        let mut pending = Pending(inflight);
+        let mut pending = Pending(inflight, std::mem::take(&mut self.device));
         // On the event loop where there is one (the usual case: a request's
         // task was cancelled), else on a thread of its own.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -398,7 +407,7 @@ impl Drop for Mover {
 
 /// Buffers of work requests not completed yet, held by the flush thread:
 /// whatever is still here when it drops is quarantined, never returned.
-struct Pending(VecDeque<(Staging, usize)>);
+struct Pending(VecDeque<(Staging, usize)>, String);
 
 impl Drop for Pending {
     fn drop(&mut self) {
@@ -409,7 +418,7 @@ impl Drop for Pending {
             buffers = self.0.len(),
             "RDMA work requests were not flushed in time; their staging buffers are withdrawn from the pool"
         );
-        crate::metrics::staging_quarantined(self.0.len());
+        crate::metrics::staging_quarantined(&self.1, self.0.len());
         for (s, _) in self.0.drain(..) {
             s.quarantine();
         }

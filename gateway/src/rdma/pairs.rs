@@ -74,6 +74,16 @@ pub struct Limits {
     pub idle: Duration,
 }
 
+/// Pairs of the other devices' tables, which count against the same
+/// limits (a gateway on several devices has a table per device).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Elsewhere {
+    /// Of the access key that is handshaking.
+    pub mine: usize,
+    /// In all.
+    pub total: usize,
+}
+
 /// The table.
 #[derive(Debug)]
 pub struct Pairs {
@@ -115,9 +125,19 @@ impl Pairs {
         before - m.len()
     }
 
+    /// Pairs of `access_key` here, and pairs here in all.
+    pub fn held(&self, access_key: &str) -> Elsewhere {
+        let m = self.lock();
+        Elsewhere {
+            mine: m.values().filter(|p| p.access_key == access_key).count(),
+            total: m.len(),
+        }
+    }
+
     /// The handshake: a new server QP connected to the client QP, bound to
     /// `access_key`. A pair for the same client QP is replaced (the client
-    /// reset its QP and connects again).
+    /// reset its QP and connects again). The limits count the pairs here
+    /// and those `elsewhere`.
     pub fn connect(
         &self,
         device: &Device,
@@ -125,6 +145,7 @@ impl Pairs {
         access_key: &str,
         client: RcPeer,
         params: &RcParams,
+        elsewhere: Elsewhere,
     ) -> Result<Arc<Pair>, PairError> {
         self.sweep();
         {
@@ -136,12 +157,13 @@ impl Pairs {
             }
             // The same key again: the client reset its QP and connects anew.
             m.remove(&(client.gid, client.qp_num));
-            let mine = m.values().filter(|p| p.access_key == access_key).count();
+            let mine = m.values().filter(|p| p.access_key == access_key).count() + elsewhere.mine;
             if mine >= self.limits.per_key {
                 return Err(PairError::PerKey(mine));
             }
-            if m.len() >= self.limits.total {
-                return Err(PairError::Total(m.len()));
+            let total = m.len() + elsewhere.total;
+            if total >= self.limits.total {
+                return Err(PairError::Total(total));
             }
         }
         let cq = device.create_cq(64)?;

@@ -131,7 +131,7 @@ async fn read_all(
     }
     let chunk = ctx.pool.chunk() as u64;
     let depth = ctx.depth;
-    let mut mover = Mover::new(initiator, remote, ctx.progress_timeout);
+    let mut mover = Mover::new(initiator, remote, ctx.progress_timeout, ctx.device);
     let (mut posted, mut delivered) = (0u64, 0u64);
     while delivered < len {
         while mover.inflight() < depth && posted < len {

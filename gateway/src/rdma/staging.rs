@@ -1,9 +1,12 @@
 //! The staging pool: registered host buffers that RDMA moves bytes through.
 //!
-//! The pool is the engine's RDMA memory, shared by every transfer and
-//! waited for fairly (a FIFO semaphore); its size is `chunk_size × buffers`.
-//! No access key holds more than its share (`per_key` buffers): a tenant
-//! whose transfers stall cannot starve the others.
+//! A pool is one device's RDMA memory (registered in that device's PD),
+//! shared by every transfer on the device and waited for fairly (a FIFO
+//! semaphore); its size is `chunk_size × buffers`. No access key holds
+//! more than its share (`per_key` buffers): a tenant whose transfers stall
+//! cannot starve the others. The pools of several devices can share one
+//! set of shares ([`StagingPool::sharing`]): the limit is then the key's
+//! over all of them.
 //! The buffers allow peers nothing: only the engine's own work requests
 //! touch them, as the source of a WRITE or the target of a READ.
 
@@ -31,7 +34,7 @@ struct Shared {
     permits: Arc<Semaphore>,
     chunk: usize,
     total: usize,
-    shares: KeyShares,
+    shares: Arc<KeyShares>,
     quarantined: AtomicUsize,
 }
 
@@ -63,6 +66,19 @@ impl StagingPool {
         count: usize,
         per_key: usize,
     ) -> Result<StagingPool, PoolError> {
+        let count = count.max(1);
+        let shares = Arc::new(KeyShares::new(per_key.clamp(1, count)));
+        StagingPool::sharing(pd, chunk, count, shares)
+    }
+
+    /// Registers `count` buffers of `chunk` bytes (at least one), whose
+    /// holders count against `shares` (shared with other pools).
+    pub fn sharing(
+        pd: &ProtectionDomain,
+        chunk: usize,
+        count: usize,
+        shares: Arc<KeyShares>,
+    ) -> Result<StagingPool, PoolError> {
         let mut free = Vec::with_capacity(count);
         for _ in 0..count.max(1) {
             free.push(pd.alloc_buffer(chunk, AccessFlags::LOCAL_WRITE)?);
@@ -74,7 +90,7 @@ impl StagingPool {
                 permits: Arc::new(Semaphore::new(n)),
                 chunk,
                 total: n,
-                shares: KeyShares::new(per_key.clamp(1, n)),
+                shares,
                 quarantined: AtomicUsize::new(0),
             }),
         })

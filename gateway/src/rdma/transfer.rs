@@ -9,8 +9,10 @@ use crate::upstream::Upstream;
 
 /// What a GET or PUT transfer works with.
 pub(crate) struct Transfer<'a> {
-    /// The engine's staging pool.
+    /// The staging pool of the device the transfer is on.
     pub pool: &'a StagingPool,
+    /// That device's name, for metrics.
+    pub device: &'a str,
     /// Chunks in flight per transfer.
     pub depth: usize,
     /// The progress deadline of a transfer.

@@ -14,9 +14,35 @@ use crate::aws::{self, ConnArgs};
 #[derive(Debug, Clone, clap::Args)]
 pub struct NicArgs {
     /// The NIC the client library registers buffers with (soft0, soft:<ipv4>
-    /// for the software provider; mlx5_0, ... for hardware).
+    /// for the software provider; mlx5_0, ... for hardware). `cp` and
+    /// `conformance` take several, comma-separated (mlx5_0,mlx5_1): the
+    /// parts of a multipart upload or ranged download go round robin over
+    /// them, part i through NIC i mod n.
     #[arg(long, env = "HIPOBJ_NIC", default_value = "soft0")]
     pub nic: String,
+}
+
+impl NicArgs {
+    /// The NICs named, in order: comma-separated, each once.
+    pub fn names(&self) -> anyhow::Result<Vec<String>> {
+        let mut names: Vec<String> = Vec::new();
+        for n in self.nic.split(',').map(str::trim) {
+            if n.is_empty() {
+                bail!("--nic {:?}: an empty NIC name", self.nic);
+            }
+            if names.iter().any(|m| m == n) {
+                bail!("--nic {:?}: {n} is named twice", self.nic);
+            }
+            names.push(n.to_string());
+        }
+        Ok(names)
+    }
+}
+
+/// The NIC of part `part` (counted from 0) of a transfer spread over
+/// `nics` NICs: round robin.
+pub fn nic_of_part(part: u64, nics: usize) -> usize {
+    (part % nics.max(1) as u64) as usize
 }
 
 /// `s3://bucket/key`: the bucket and the key (possibly empty).
@@ -64,6 +90,11 @@ pub fn library(nic: &str) -> anyhow::Result<Arc<Hipobj>> {
     let lib = Hipobj::new(&Config::with_nic(nic))
         .with_context(|| format!("starting the client library on NIC {nic}"))?;
     Ok(Arc::new(lib))
+}
+
+/// The client library once per NIC of `names`.
+pub fn libraries(names: &[String]) -> anyhow::Result<Vec<Arc<Hipobj>>> {
+    names.iter().map(|n| library(n)).collect()
 }
 
 /// A client configuration from the resolved flags, environment and files.
@@ -118,6 +149,18 @@ mod tests {
         assert!(parse_s3_uri("s3:///k").unwrap().is_err());
         assert!(parse_s3_uri("./file").is_none());
         assert!(parse_s3_uri("/tmp/s3://x").is_none());
+    }
+
+    #[test]
+    fn nic_lists_and_round_robin() {
+        let nics = |s: &str| NicArgs { nic: s.to_string() }.names();
+        assert_eq!(nics("soft0").unwrap(), ["soft0"]);
+        assert_eq!(nics("mlx5_0, mlx5_1").unwrap(), ["mlx5_0", "mlx5_1"]);
+        assert!(nics("mlx5_0,,mlx5_1").is_err());
+        assert!(nics("mlx5_0,mlx5_0").is_err());
+        let spread: Vec<usize> = (0..7).map(|p| nic_of_part(p, 3)).collect();
+        assert_eq!(spread, [0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(nic_of_part(5, 1), 0);
     }
 
     #[test]

@@ -6,6 +6,9 @@
 //! `--concurrency` at once, each worker with a registered buffer of its own:
 //! a multipart upload (aborted if any part fails), or ranged GETs into a
 //! temporary file renamed over the destination only when every byte is in.
+//! With several NICs (`--nic mlx5_0,mlx5_1`) the client library runs once
+//! per NIC and the parts go round robin, part i through NIC i mod n; each
+//! worker serves one NIC (at least one worker per NIC).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -85,7 +88,11 @@ struct Summary {
 struct Ctx<'a> {
     rt: &'a Handle,
     s3: S3Client,
-    lib: Option<Arc<Hipobj>>,
+    /// The client library on each NIC; empty: plain HTTP only.
+    libs: Vec<Arc<Hipobj>>,
+    /// A client of each NIC's library (the first is `s3`): a client moves
+    /// the buffers of its own library only.
+    nic_s3: Vec<S3Client>,
     part_size: usize,
     concurrency: usize,
     gpu: Option<i32>,
@@ -124,36 +131,45 @@ pub fn run(args: CpArgs, rt: &Handle) -> Result<(), CliError> {
         )));
     }
     let mut cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
-    let library = match t.gpu {
-        None => common::library(&args.nic.nic),
-        Some(gpu) => Hipobj::new(&hipobj::Config {
-            gpu_device: gpu,
-            ..hipobj::Config::with_nic(&args.nic.nic)
-        })
-        .map(Arc::new)
-        .with_context(|| {
-            format!(
-                "starting the client library on GPU {gpu}, NIC {}",
-                args.nic.nic
-            )
-        }),
+    let nics = args.nic.names().map_err(CliError::Invalid)?;
+    let libraries = match t.gpu {
+        None => common::libraries(&nics),
+        Some(gpu) => nics
+            .iter()
+            .map(|nic| {
+                Hipobj::new(&hipobj::Config {
+                    gpu_device: gpu,
+                    ..hipobj::Config::with_nic(nic)
+                })
+                .map(Arc::new)
+                .with_context(|| format!("starting the client library on GPU {gpu}, NIC {nic}"))
+            })
+            .collect(),
     };
-    let lib = match library {
-        Ok(l) => Some(l),
+    let libs = match libraries {
+        Ok(l) => l,
         Err(e) if t.require_rdma => return Err(CliError::RdmaRequired(e)),
         Err(e) => {
             note(&format!("note: plain HTTP only: {e:#}"));
-            None
+            Vec::new()
         }
     };
     cfg.require_rdma = t.require_rdma;
     cfg.part_size = t.part_size as usize;
     cfg.concurrency = t.concurrency.into();
-    cfg.rdma_memory = lib.clone();
+    cfg.rdma_memory = libs.first().cloned();
+    let s3 = common::client(cfg.clone())?;
+    let mut nic_s3 = vec![s3.clone()];
+    for lib in libs.iter().skip(1) {
+        let mut c = cfg.clone();
+        c.rdma_memory = Some(lib.clone());
+        nic_s3.push(common::client(c)?);
+    }
     let ctx = Ctx {
         rt,
-        s3: common::client(cfg)?,
-        lib,
+        s3,
+        nic_s3,
+        libs,
         part_size: t.part_size as usize,
         concurrency: t.concurrency.into(),
         gpu: t.gpu,
@@ -189,7 +205,7 @@ pub fn run(args: CpArgs, rt: &Handle) -> Result<(), CliError> {
         _ => unreachable!("checked above"),
     };
     let secs = start.elapsed().as_secs_f64();
-    if let (Some(reason), Some(_)) = (&summary.fallback_reason, &ctx.lib) {
+    if let (Some(reason), Some(_)) = (&summary.fallback_reason, ctx.libs.first()) {
         note(&format!("note: plain HTTP: {reason}"));
     }
     print_line(&format!(
@@ -241,24 +257,22 @@ fn buffer_to_file(
     Ok(())
 }
 
-/// Runs `part` for each of `parts` parts of `size` bytes on `workers`
-/// threads, each with a registered buffer of `part_size` bytes; the
-/// Outcomes by part number, or the first error (the other workers stop
-/// taking parts).
-fn run_parts<F>(
-    ctx: &Ctx<'_>,
-    lib: &Hipobj,
-    size: u64,
-    pb: &ProgressBar,
-    part: F,
-) -> anyhow::Result<Vec<Outcome>>
+/// Runs `part` for each of the parts of `size` bytes on worker threads,
+/// each with a registered buffer of `part_size` bytes on one NIC of
+/// `ctx.libs`: part i goes through NIC i mod n, `--concurrency` workers (at
+/// least one per NIC) take a NIC's parts in order. The Outcomes by part
+/// number, or the first error (the other workers stop taking parts).
+fn run_parts<F>(ctx: &Ctx<'_>, size: u64, pb: &ProgressBar, part: F) -> anyhow::Result<Vec<Outcome>>
 where
-    F: Fn(&Registered<'_, 'static>, &mut [u8], u64, usize) -> anyhow::Result<Outcome> + Sync,
+    F: Fn(&S3Client, &Registered<'_, 'static>, &mut [u8], u64, usize) -> anyhow::Result<Outcome>
+        + Sync,
 {
     let ps = ctx.part_size as u64;
     let parts = size.div_ceil(ps);
-    let workers = (ctx.concurrency as u64).min(parts) as usize;
-    let next = AtomicU64::new(0);
+    let nics = ctx.libs.len().max(1);
+    let workers = (ctx.concurrency.max(nics) as u64).min(parts) as usize;
+    // Per NIC, how many of its parts were taken: NIC k's j-th is part j·n + k.
+    let next: Vec<AtomicU64> = (0..nics).map(|_| AtomicU64::new(0)).collect();
     let stop = AtomicBool::new(false);
     let first_err: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let done: Mutex<Vec<(u64, Outcome)>> = Mutex::new(Vec::new());
@@ -270,21 +284,26 @@ where
             .get_or_insert(e);
     };
     std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| {
+        for w in 0..workers {
+            let (next, fail, done) = (&next, &fail, &done);
+            let (stop, part) = (&stop, &part);
+            s.spawn(move || {
+                let nic = w % nics;
                 let r = (|| -> anyhow::Result<()> {
+                    let lib = &ctx.libs[nic];
                     let reg = ctx.buffer(lib, ctx.part_size)?;
                     let mut chunk = vec![0u8; CHUNK.min(ctx.part_size)];
                     while !stop.load(Ordering::SeqCst) {
-                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let i = next[nic].fetch_add(1, Ordering::SeqCst) * nics as u64 + nic as u64;
                         if i >= parts {
                             break;
                         }
+                        debug_assert_eq!(common::nic_of_part(i, nics), nic);
                         let off = i * ps;
                         let len = ps.min(size - off) as usize;
-                        let o = part(&reg, &mut chunk, off, len).with_context(|| {
-                            format!("part {} (bytes {off}..{})", i + 1, off + len as u64)
-                        })?;
+                        let o = part(&ctx.nic_s3[nic], &reg, &mut chunk, off, len).with_context(
+                            || format!("part {} (bytes {off}..{})", i + 1, off + len as u64),
+                        )?;
                         pb.inc(len as u64);
                         done.lock().unwrap_or_else(|p| p.into_inner()).push((i, o));
                     }
@@ -333,7 +352,7 @@ fn upload(ctx: &Ctx<'_>, file: &FsPath, uri: &S3Uri) -> anyhow::Result<Summary> 
     let size = meta.len();
     let (b, k) = (uri.bucket.as_str(), uri.key.as_str());
     let s3 = &ctx.s3;
-    let Some(lib) = ctx.lib.as_deref() else {
+    let Some(lib) = ctx.libs.first() else {
         if size > MAX_SINGLE_PUT {
             bail!("without the client library, files over 5 GiB cannot be copied");
         }
@@ -369,7 +388,7 @@ fn upload(ctx: &Ctx<'_>, file: &FsPath, uri: &S3Uri) -> anyhow::Result<Summary> 
         }
         e
     };
-    let outs = run_parts(ctx, lib, size, &pb, |reg, chunk, off, len| {
+    let outs = run_parts(ctx, size, &pb, |s3, reg, chunk, off, len| {
         file_to_buffer(&f, off, reg, len, chunk)?;
         let n = (off / ps + 1) as u32;
         Ok(ctx.rt.block_on(s3.upload_part(b, k, &id, n, reg, 0, len))?)
@@ -425,7 +444,7 @@ fn download(ctx: &Ctx<'_>, uri: &S3Uri, dst: &FsPath) -> anyhow::Result<Summary>
     };
     let f = File::create(&tmp.path).with_context(|| format!("creating {}", tmp.path.display()))?;
     let pb = common::progress(size);
-    let summary = match ctx.lib.as_deref() {
+    let summary = match ctx.libs.first() {
         None => {
             let o = ctx.rt.block_on(async {
                 let mut w = tokio::fs::File::from_std(f.try_clone()?);
@@ -452,9 +471,9 @@ fn download(ctx: &Ctx<'_>, uri: &S3Uri, dst: &FsPath) -> anyhow::Result<Summary>
             buffer_to_file(&reg, size as usize, &f, 0, &mut chunk)?;
             summarize(&[o], size)
         }
-        Some(lib) => {
+        Some(_) => {
             f.set_len(size)?;
-            let outs = run_parts(ctx, lib, size, &pb, |reg, chunk, off, len| {
+            let outs = run_parts(ctx, size, &pb, |s3, reg, chunk, off, len| {
                 let last = off + len as u64 - 1;
                 let o = ctx
                     .rt

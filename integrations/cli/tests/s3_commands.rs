@@ -142,6 +142,101 @@ fn cp_a_100_mib_file_both_ways_by_rdma() {
     assert_eq!(names, ["big.bin"]);
 }
 
+/// The sum of the samples of `name` whose labels include `labels`, from
+/// the server's unauthenticated `GET /metrics`.
+fn server_metric(url: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        c,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    c.read_to_string(&mut text).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (n, rest) = series.split_once('{').unwrap_or((series, ""));
+            let got: Vec<&str> = rest.trim_end_matches('}').split(',').collect();
+            let all = labels
+                .iter()
+                .all(|(k, v)| got.contains(&format!("{k}=\"{v}\"").as_str()));
+            (n == name && all).then(|| value.parse::<f64>().ok())?
+        })
+        .sum()
+}
+
+/// `cp --nic soft0,soft1` against a server on two soft devices (127.0.0.2
+/// and 127.0.0.3, as the client's): the parts go round robin, part i
+/// through NIC i mod 2, each served by the server's device on its NIC's
+/// address. Of 3 parts (5 MiB, 5 MiB, 2 MiB + 3), soft0 moves parts 1 and
+/// 3 and soft1 part 2, both ways, exactly, and the copy is byte-exact.
+#[test]
+fn cp_spreads_the_parts_round_robin_over_two_nics() {
+    const ADDRS: &str = "127.0.0.2,127.0.0.3";
+    let mut cmd = Command::new(workspace_bin("hipobj-test-server"));
+    cmd.args(["0", "--rdma-device", "soft0,soft1"])
+        .env("HIPOBJ_SOFT_ADDRS", ADDRS);
+    let server = ServerProc::start_announcing(cmd);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let src = home.join("rails.bin");
+    let (mib, tail) = (1usize << 20, (2usize << 20) + 3);
+    write_pattern(&src, 10 * mib + tail, 7);
+    let h = |args: &[&str]| {
+        let mut all = vec!["cp"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&[
+            "--nic",
+            "soft0,soft1",
+            "--part-size",
+            "5MiB",
+            "--require-rdma",
+        ]);
+        let out = Command::new(env!("CARGO_BIN_EXE_hipobj"))
+            .args(&all)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", home)
+            .env("AWS_ENDPOINT_URL", &server.url)
+            .env("AWS_ACCESS_KEY_ID", AK)
+            .env("AWS_SECRET_ACCESS_KEY", SK)
+            .env("HIPOBJ_SOFT_ADDRS", ADDRS)
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("run hipobj");
+        ok(out)
+    };
+    ok(hipobj_at(&server.url, home, &["mb", "s3://rails"]));
+    let up = h(&[src.to_str().unwrap(), "s3://rails/f"]);
+    assert!(
+        up.contains("3 parts") && up.trim_end().ends_with("path: rdma"),
+        "{up}"
+    );
+    let back = home.join("back.bin");
+    let down = h(&["s3://rails/f", back.to_str().unwrap()]);
+    assert!(
+        down.contains("3 parts") && down.trim_end().ends_with("path: rdma"),
+        "{down}"
+    );
+    assert_cmp(&src, &back);
+    let bytes = |device: &str, direction: &str| {
+        server_metric(
+            &server.url,
+            "hipobj_rdma_bytes_total",
+            &[("device", device), ("direction", direction)],
+        )
+    };
+    // Upload: READs from the client; download: WRITEs to it.
+    assert_eq!(bytes("soft0", "read"), (5 * mib + tail) as f64);
+    assert_eq!(bytes("soft1", "read"), (5 * mib) as f64);
+    assert_eq!(bytes("soft0", "write"), (5 * mib + tail) as f64);
+    assert_eq!(bytes("soft1", "write"), (5 * mib) as f64);
+}
+
 /// `--addressing-style virtual` against a server with a domain: the bucket
 /// travels in the Host, and the objects still move by RDMA.
 #[test]

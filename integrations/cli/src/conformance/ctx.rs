@@ -22,8 +22,12 @@ pub const GUARD: u8 = 0xa5;
 /// The suite's state.
 pub struct Ctx<'r> {
     rt: &'r tokio::runtime::Handle,
-    /// The client library.
+    /// The client library (on the first NIC).
     pub lib: Arc<Hipobj>,
+    /// The client library on each NIC of `--nic` (the first is `lib`), and
+    /// an RDMA-only client of each (a client moves the buffers of its own
+    /// library only).
+    pub nics: Vec<(Arc<Hipobj>, S3Client)>,
     /// Transfers by RDMA only (`require_rdma`).
     pub s3: S3Client,
     /// Plain HTTP only: the reference reads and writes.
@@ -77,6 +81,7 @@ impl<'r> Ctx<'r> {
     ) -> Ctx<'r> {
         Ctx {
             rt,
+            nics: vec![(lib.clone(), s3.clone())],
             lib,
             s3,
             plain,

@@ -13,6 +13,7 @@
 mod ctx;
 mod dialects;
 mod grammar;
+mod nics;
 mod partial;
 mod put;
 mod ranges;
@@ -156,6 +157,7 @@ pub fn all_checks() -> Vec<Check> {
     v.extend(status::checks());
     v.extend(partial::checks());
     v.extend(rehandshake::checks());
+    v.extend(nics::checks());
     v
 }
 
@@ -240,13 +242,22 @@ pub fn run(args: ConformanceArgs, rt: &tokio::runtime::Handle) -> Result<(), Cli
         .filter(|n| *n >= 2)
         .ok_or_else(|| CliError::Invalid(anyhow!("--chunk-size must be at least 2 bytes")))?;
     let cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
-    let lib = common::library(&args.nic.nic).map_err(CliError::RdmaRequired)?;
-    let mut rdma_cfg = cfg.clone().with_rdma(lib.clone());
-    rdma_cfg.require_rdma = true;
-    // Every check looks at the first answer: nothing is tried twice.
-    rdma_cfg.attempts = 1;
-    rdma_cfg.no_rdma_ttl = Duration::ZERO;
-    let s3 = common::client(rdma_cfg)?;
+    let nics = args.nic.names().map_err(CliError::Invalid)?;
+    let libs = common::libraries(&nics).map_err(CliError::RdmaRequired)?;
+    let lib = libs[0].clone();
+    let rdma_client = |lib: &std::sync::Arc<hipobj::Hipobj>| {
+        let mut rdma_cfg = cfg.clone().with_rdma(lib.clone());
+        rdma_cfg.require_rdma = true;
+        // Every check looks at the first answer: nothing is tried twice.
+        rdma_cfg.attempts = 1;
+        rdma_cfg.no_rdma_ttl = Duration::ZERO;
+        common::client(rdma_cfg)
+    };
+    let s3 = rdma_client(&lib)?;
+    let mut nics = vec![(lib.clone(), s3.clone())];
+    for l in &libs[1..] {
+        nics.push((l.clone(), rdma_client(l)?));
+    }
     let plain = common::client(cfg.clone())?;
     let alt = match (&args.alt_access_key, &args.alt_secret_key) {
         (Some(ak), Some(sk)) => {
@@ -285,6 +296,7 @@ pub fn run(args: ConformanceArgs, rt: &tokio::runtime::Handle) -> Result<(), Cli
         args.restart_cmd.clone(),
         args.dc_key,
     );
+    c.nics = nics;
     let r = run_checks(&mut c, &args, selected);
     cleanup(&c, made);
     let lines = r?;
