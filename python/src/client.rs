@@ -10,10 +10,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::args::parse_range;
-use crate::errors::{raise, to_py};
+use crate::errors::{raise, settings_error, to_py};
 use crate::memory::{Cache, Entry, View};
 use crate::plain;
-use crate::settings::{self, Args};
 use crate::transfer::{self, Cut, Window};
 use crate::types::{Bucket, ListPage, Moved, ObjectInfo};
 
@@ -154,7 +153,7 @@ impl Client {
             request: secs("request_timeout", request_timeout)?,
             per_gib: secs("timeout_per_gib", timeout_per_gib)?,
         };
-        let r = settings::resolve(&Args {
+        let r = hipobj_s3::settings::resolve(&hipobj_s3::settings::Args {
             endpoint,
             profile,
             access_key,
@@ -162,7 +161,7 @@ impl Client {
             region,
             nic,
         })
-        .map_err(|m| raise(py, "InvalidArgumentError", m, &[]))?;
+        .map_err(|e| settings_error(py, e))?;
         let virtual_host = match addressing_style {
             "path" => false,
             "virtual" => true,
@@ -361,7 +360,11 @@ impl Client {
             off: *off,
             len: h.len,
         };
-        self.run(py, transfer::get(&self.s3, bucket, key, w, range, self.cut))
+        self.run(py, async {
+            Ok(transfer::get(&self.s3, bucket, key, w, range, self.cut)
+                .await?
+                .into())
+        })
     }
 
     /// PUT of `data` (its bytes from `offset`, `length` of them, else all).

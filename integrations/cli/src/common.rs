@@ -14,9 +14,17 @@ use crate::aws::{self, ConnArgs};
 #[derive(Debug, Clone, clap::Args)]
 pub struct NicArgs {
     /// The NIC the client library registers buffers with (soft0, soft:<ipv4>
-    /// for the software provider; mlx5_0, ... for hardware).
-    #[arg(long, env = "HIPOBJ_NIC", default_value = "soft0")]
-    pub nic: String,
+    /// for the software provider; mlx5_0, ... for hardware) [default:
+    /// HIPOBJ_NIC, else soft0].
+    #[arg(long)]
+    pub nic: Option<String>,
+}
+
+impl NicArgs {
+    /// The NIC: the flag, `HIPOBJ_NIC`, else `soft0`.
+    pub fn name(&self) -> String {
+        hipobj_s3::settings::resolve_nic(self.nic.as_deref())
+    }
 }
 
 /// `s3://bucket/key`: the bucket and the key (possibly empty).
@@ -96,11 +104,7 @@ pub fn progress(total: u64) -> indicatif::ProgressBar {
 
 /// The path of several transfers together.
 pub fn join_paths(a: Option<hipobj_s3::Path>, b: hipobj_s3::Path) -> hipobj_s3::Path {
-    match a {
-        None => b,
-        Some(a) if a == b => a,
-        Some(_) => hipobj_s3::Path::Mixed,
-    }
+    a.map_or(b, |a| a.join(b))
 }
 
 #[cfg(test)]

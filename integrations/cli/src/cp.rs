@@ -103,7 +103,7 @@ pub fn run(args: CpArgs, rt: &Handle) -> Result<(), CliError> {
         )));
     }
     let mut cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
-    let lib = match common::library(&args.nic.nic) {
+    let lib = match common::library(&args.nic.name()) {
         Ok(l) => Some(l),
         Err(e) if t.require_rdma => return Err(CliError::RdmaRequired(e)),
         Err(e) => {

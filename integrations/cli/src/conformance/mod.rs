@@ -240,7 +240,7 @@ pub fn run(args: ConformanceArgs, rt: &tokio::runtime::Handle) -> Result<(), Cli
         .filter(|n| *n >= 2)
         .ok_or_else(|| CliError::Invalid(anyhow!("--chunk-size must be at least 2 bytes")))?;
     let cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
-    let lib = common::library(&args.nic.nic).map_err(CliError::RdmaRequired)?;
+    let lib = common::library(&args.nic.name()).map_err(CliError::RdmaRequired)?;
     let mut rdma_cfg = cfg.clone().with_rdma(lib.clone());
     rdma_cfg.require_rdma = true;
     // Every check looks at the first answer: nothing is tried twice.
