@@ -39,6 +39,17 @@ struct Held {
     reg: Option<(Arc<Entry>, usize)>,
 }
 
+impl Held {
+    /// A copy of the `len` bytes from `offset`, for a plain-HTTP body.
+    fn copy(&self) -> bytes::Bytes {
+        // SAFETY: `self.view` exports `[addr, addr + view.len)` for as long
+        // as `self` lives, and `hold` checked `offset + len` against it.
+        bytes::Bytes::copy_from_slice(unsafe {
+            std::slice::from_raw_parts((self.view.addr + self.offset) as *const u8, self.len)
+        })
+    }
+}
+
 impl Client {
     fn cache(&self) -> Option<&Cache> {
         self.cache.as_ref()
@@ -413,7 +424,19 @@ impl Client {
             return Err(PyValueError::new_err("a part needs at least one byte"));
         }
         let Some((entry, off)) = &h.reg else {
-            return Err(to_py(py, self.no_rdma()));
+            if self.s3.config().require_rdma {
+                return Err(to_py(py, self.no_rdma()));
+            }
+            let bytes = h.copy();
+            return self.run(py, async {
+                let mut o: Moved = self
+                    .s3
+                    .upload_part_http(bucket, key, upload_id, part_number, bytes)
+                    .await?
+                    .into();
+                o.fallback_reason = Some(self.no_rdma().to_string());
+                Ok(o)
+            });
         };
         let (reg, off, len) = (entry.reg(), *off, h.len);
         self.run(py, async {
@@ -498,14 +521,19 @@ impl Client {
         parts: Vec<Bound<'_, PyAny>>,
     ) -> PyResult<Option<String>> {
         let mut done = Vec::with_capacity(parts.len());
+        // The object's size when every part is a Result (its bytes), for
+        // the time the server may take to join them.
+        let mut size = Some(0u64);
         for (i, p) in parts.iter().enumerate() {
             let (part_number, etag): (u32, String) = if let Ok(m) = p.cast::<Moved>() {
                 let etag =
                     m.get().etag.clone().ok_or_else(|| {
                         PyValueError::new_err(format!("part {} has no ETag", i + 1))
                     })?;
+                size = size.map(|s| s + m.get().bytes);
                 (i as u32 + 1, etag)
             } else {
+                size = None;
                 p.extract().map_err(|_| {
                     PyTypeError::new_err(
                         "parts must be (part_number, etag) pairs or upload_part Results",
@@ -517,7 +545,7 @@ impl Client {
         self.run(
             py,
             self.s3
-                .complete_multipart_upload(bucket, key, upload_id, &done),
+                .complete_multipart_upload_sized(bucket, key, upload_id, &done, size),
         )
     }
 
@@ -563,11 +591,28 @@ impl Client {
         if self.s3.config().require_rdma && h.len > 0 {
             return Err(to_py(py, self.no_rdma()));
         }
-        // SAFETY: `h.view` exports `[addr, addr + view.len)`, the offset and
-        // length were checked against it, and it lives across this copy.
-        let bytes = bytes::Bytes::copy_from_slice(unsafe {
-            std::slice::from_raw_parts((h.view.addr + h.offset) as *const u8, h.len)
-        });
+        if h.len > self.s3.config().part_size {
+            // A multipart upload, each part copied when it goes.
+            let base = h.view.addr + h.offset;
+            let read = move |off: u64, n: usize| {
+                // SAFETY: `h.view` exports `[base, base + h.len)` until this
+                // call returns, which is after the upload (and every read)
+                // is done; hipobj-s3 reads `off + n <= h.len`.
+                let part =
+                    unsafe { std::slice::from_raw_parts((base + off as usize) as *const u8, n) };
+                Ok(bytes::Bytes::copy_from_slice(part))
+            };
+            return self.run(py, async {
+                let mut o: Moved = self
+                    .s3
+                    .put_object_http_parts(bucket, key, h.len as u64, read)
+                    .await?
+                    .into();
+                o.fallback_reason = Some(self.no_rdma().to_string());
+                Ok(o)
+            });
+        }
+        let bytes = h.copy();
         self.run(py, async {
             let mut o: Moved = self.s3.put_object_http(bucket, key, bytes).await?.into();
             if h.len > 0 {
