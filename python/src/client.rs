@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use hipobj::{Config, Hipobj};
-use hipobj_s3::{ClientConfig, CompletedPart, Error, ListOptions, S3Client};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use hipobj_s3::{ClientConfig, Error, ListOptions, S3Client};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::args::parse_range;
+use crate::args::{completed_parts, parse_range};
 use crate::errors::{raise, settings_error, to_py};
 use crate::memory::{Cache, Entry, View};
 use crate::plain;
@@ -520,28 +520,7 @@ impl Client {
         upload_id: &str,
         parts: Vec<Bound<'_, PyAny>>,
     ) -> PyResult<Option<String>> {
-        let mut done = Vec::with_capacity(parts.len());
-        // The object's size when every part is a Result (its bytes), for
-        // the time the server may take to join them.
-        let mut size = Some(0u64);
-        for (i, p) in parts.iter().enumerate() {
-            let (part_number, etag): (u32, String) = if let Ok(m) = p.cast::<Moved>() {
-                let etag =
-                    m.get().etag.clone().ok_or_else(|| {
-                        PyValueError::new_err(format!("part {} has no ETag", i + 1))
-                    })?;
-                size = size.map(|s| s + m.get().bytes);
-                (i as u32 + 1, etag)
-            } else {
-                size = None;
-                p.extract().map_err(|_| {
-                    PyTypeError::new_err(
-                        "parts must be (part_number, etag) pairs or upload_part Results",
-                    )
-                })?
-            };
-            done.push(CompletedPart { part_number, etag });
-        }
+        let (done, size) = completed_parts(&parts)?;
         self.run(
             py,
             self.s3
