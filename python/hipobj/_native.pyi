@@ -135,7 +135,11 @@ class Client:
         data: BufferLike,
         offset: int = 0,
         length: Optional[int] = None,
-    ) -> Result: ...
+    ) -> Result:
+        """UploadPart of ``data`` (``length`` bytes from ``offset``, else
+        all): by RDMA, or in a plain HTTP body (a copy of the bytes) without
+        the client library. The Result's ``etag`` goes into
+        :meth:`complete_multipart_upload`."""
     def head_object(self, bucket: str, key: str) -> ObjectInfo: ...
     def delete_object(self, bucket: str, key: str) -> None: ...
     def create_bucket(self, bucket: str) -> None: ...
@@ -153,7 +157,14 @@ class Client:
     def create_multipart_upload(self, bucket: str, key: str) -> str: ...
     def complete_multipart_upload(
         self, bucket: str, key: str, upload_id: str, parts: Sequence[Union[Tuple[int, str], Result]]
-    ) -> Optional[str]: ...
+    ) -> Optional[str]:
+        """Completes the upload from ``(part_number, etag)`` pairs or the
+        parts' Results (numbered in order); the object's ETag. Each attempt
+        may take ``request_timeout`` + ``timeout_per_gib`` per GiB of the
+        object (the Results' bytes; ``part_size`` per part from pairs): the
+        server joins the parts before it answers. An attempt retried after
+        a lost answer that finds the upload gone returns the object's ETag
+        when the object is this upload's."""
     def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None: ...
     def release(self, buffer: BufferLike) -> bool:
         """Releases the registration of ``buffer``'s memory now (a

@@ -4,16 +4,15 @@
 use std::sync::Arc;
 
 use hipobj::{Config, Hipobj};
-use hipobj_s3::{ClientConfig, CompletedPart, Error, ListOptions, S3Client};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use hipobj_s3::{ClientConfig, Error, ListOptions, S3Client};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::args::parse_range;
-use crate::errors::{raise, to_py};
+use crate::args::{completed_parts, parse_range};
+use crate::errors::{raise, settings_error, to_py};
 use crate::memory::{Cache, Entry, View};
 use crate::plain;
-use crate::settings::{self, Args};
 use crate::transfer::{self, Cut, Window};
 use crate::types::{Bucket, ListPage, Moved, ObjectInfo};
 
@@ -38,6 +37,17 @@ struct Held {
     offset: usize,
     len: usize,
     reg: Option<(Arc<Entry>, usize)>,
+}
+
+impl Held {
+    /// A copy of the `len` bytes from `offset`, for a plain-HTTP body.
+    fn copy(&self) -> bytes::Bytes {
+        // SAFETY: `self.view` exports `[addr, addr + view.len)` for as long
+        // as `self` lives, and `hold` checked `offset + len` against it.
+        bytes::Bytes::copy_from_slice(unsafe {
+            std::slice::from_raw_parts((self.view.addr + self.offset) as *const u8, self.len)
+        })
+    }
 }
 
 impl Client {
@@ -154,7 +164,7 @@ impl Client {
             request: secs("request_timeout", request_timeout)?,
             per_gib: secs("timeout_per_gib", timeout_per_gib)?,
         };
-        let r = settings::resolve(&Args {
+        let r = hipobj_s3::settings::resolve(&hipobj_s3::settings::Args {
             endpoint,
             profile,
             access_key,
@@ -162,7 +172,7 @@ impl Client {
             region,
             nic,
         })
-        .map_err(|m| raise(py, "InvalidArgumentError", m, &[]))?;
+        .map_err(|e| settings_error(py, e))?;
         let virtual_host = match addressing_style {
             "path" => false,
             "virtual" => true,
@@ -361,7 +371,11 @@ impl Client {
             off: *off,
             len: h.len,
         };
-        self.run(py, transfer::get(&self.s3, bucket, key, w, range, self.cut))
+        self.run(py, async {
+            Ok(transfer::get(&self.s3, bucket, key, w, range, self.cut)
+                .await?
+                .into())
+        })
     }
 
     /// PUT of `data` (its bytes from `offset`, `length` of them, else all).
@@ -410,7 +424,19 @@ impl Client {
             return Err(PyValueError::new_err("a part needs at least one byte"));
         }
         let Some((entry, off)) = &h.reg else {
-            return Err(to_py(py, self.no_rdma()));
+            if self.s3.config().require_rdma {
+                return Err(to_py(py, self.no_rdma()));
+            }
+            let bytes = h.copy();
+            return self.run(py, async {
+                let mut o: Moved = self
+                    .s3
+                    .upload_part_http(bucket, key, upload_id, part_number, bytes)
+                    .await?
+                    .into();
+                o.fallback_reason = Some(self.no_rdma().to_string());
+                Ok(o)
+            });
         };
         let (reg, off, len) = (entry.reg(), *off, h.len);
         self.run(py, async {
@@ -494,27 +520,11 @@ impl Client {
         upload_id: &str,
         parts: Vec<Bound<'_, PyAny>>,
     ) -> PyResult<Option<String>> {
-        let mut done = Vec::with_capacity(parts.len());
-        for (i, p) in parts.iter().enumerate() {
-            let (part_number, etag): (u32, String) = if let Ok(m) = p.cast::<Moved>() {
-                let etag =
-                    m.get().etag.clone().ok_or_else(|| {
-                        PyValueError::new_err(format!("part {} has no ETag", i + 1))
-                    })?;
-                (i as u32 + 1, etag)
-            } else {
-                p.extract().map_err(|_| {
-                    PyTypeError::new_err(
-                        "parts must be (part_number, etag) pairs or upload_part Results",
-                    )
-                })?
-            };
-            done.push(CompletedPart { part_number, etag });
-        }
+        let (done, size) = completed_parts(&parts)?;
         self.run(
             py,
             self.s3
-                .complete_multipart_upload(bucket, key, upload_id, &done),
+                .complete_multipart_upload_sized(bucket, key, upload_id, &done, size),
         )
     }
 
@@ -560,11 +570,28 @@ impl Client {
         if self.s3.config().require_rdma && h.len > 0 {
             return Err(to_py(py, self.no_rdma()));
         }
-        // SAFETY: `h.view` exports `[addr, addr + view.len)`, the offset and
-        // length were checked against it, and it lives across this copy.
-        let bytes = bytes::Bytes::copy_from_slice(unsafe {
-            std::slice::from_raw_parts((h.view.addr + h.offset) as *const u8, h.len)
-        });
+        if h.len > self.s3.config().part_size {
+            // A multipart upload, each part copied when it goes.
+            let base = h.view.addr + h.offset;
+            let read = move |off: u64, n: usize| {
+                // SAFETY: `h.view` exports `[base, base + h.len)` until this
+                // call returns, which is after the upload (and every read)
+                // is done; hipobj-s3 reads `off + n <= h.len`.
+                let part =
+                    unsafe { std::slice::from_raw_parts((base + off as usize) as *const u8, n) };
+                Ok(bytes::Bytes::copy_from_slice(part))
+            };
+            return self.run(py, async {
+                let mut o: Moved = self
+                    .s3
+                    .put_object_http_parts(bucket, key, h.len as u64, read)
+                    .await?
+                    .into();
+                o.fallback_reason = Some(self.no_rdma().to_string());
+                Ok(o)
+            });
+        }
+        let bytes = h.copy();
         self.run(py, async {
             let mut o: Moved = self.s3.put_object_http(bucket, key, bytes).await?.into();
             if h.len > 0 {

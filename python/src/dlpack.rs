@@ -1,6 +1,11 @@
 //! DLPack tensors (`__dlpack__`, the unversioned capsule every producer
 //! still offers): the memory of a CPU tensor, kept alive by the managed
 //! tensor until this export is dropped.
+//!
+//! The device is the capsule's own (`DLTensor.device`), whatever
+//! `__dlpack_device__` said: a tensor in GPU memory (`kDLCUDA`, `kDLROCM`,
+//! managed memory, ...) is refused with a `TypeError` that names it, its
+//! capsule consumed and released, before anything reads its pointer.
 
 use std::ffi::{c_void, CStr};
 
@@ -12,6 +17,40 @@ const USED: &CStr = c"used_dltensor";
 
 /// `kDLCPU`, `kDLCUDAHost` (pinned host memory), `kDLROCMHost`.
 const HOST_DEVICES: [i32; 3] = [1, 3, 11];
+
+/// DLPack's name of a device type.
+fn device_name(device_type: i32) -> String {
+    let name = match device_type {
+        1 => "kDLCPU",
+        2 => "kDLCUDA",
+        3 => "kDLCUDAHost",
+        4 => "kDLOpenCL",
+        7 => "kDLVulkan",
+        8 => "kDLMetal",
+        9 => "kDLVPI",
+        10 => "kDLROCM",
+        11 => "kDLROCMHost",
+        12 => "kDLExtDev",
+        13 => "kDLCUDAManaged",
+        14 => "kDLOneAPI",
+        15 => "kDLWebGPU",
+        16 => "kDLHexagon",
+        17 => "kDLMAIA",
+        other => return format!("device type {other}"),
+    };
+    name.to_string()
+}
+
+/// The error for a tensor that is not in host memory.
+fn not_host(device_type: i32, device_id: i32, len: usize) -> PyErr {
+    PyTypeError::new_err(format!(
+        "the DLPack tensor of {len} bytes is on {} device {device_id}, not in host memory: hipobj \
+         moves host memory only (hipobj-s3 reads and writes its buffers for checksums and \
+         the plain-HTTP fallback; GPU memory is not registered through the Python package \
+         yet); copy it to the CPU first (tensor.cpu(), pinned for speed)",
+        device_name(device_type)
+    ))
+}
 
 #[repr(C)]
 struct DlDevice {
@@ -78,14 +117,11 @@ impl Drop for DlPackExport {
 
 /// The host memory of a DLPack tensor: (address, bytes, export).
 pub fn export(obj: &Bound<'_, PyAny>) -> PyResult<(usize, usize, DlPackExport)> {
-    let device = obj.call_method0("__dlpack_device__")?;
-    let (device_type, device_id): (i32, i32) = device.extract()?;
-    if !HOST_DEVICES.contains(&device_type) {
-        return Err(PyTypeError::new_err(format!(
-            "a DLPack tensor on device type {device_type} (device {device_id}) is not host \
-             memory: hipobj moves host memory (CPU tensors); copy it to the CPU first"
-        )));
-    }
+    // What the producer says, checked against its capsule below.
+    let said: Option<(i32, i32)> = obj
+        .call_method0("__dlpack_device__")
+        .and_then(|d| d.extract())
+        .ok();
     let capsule = obj.call_method0("__dlpack__")?;
     let ptr = capsule.as_ptr();
     // SAFETY: `ptr` is a live object (held by `capsule`); the calls only
@@ -106,8 +142,9 @@ pub fn export(obj: &Bound<'_, PyAny>) -> PyResult<(usize, usize, DlPackExport)> 
     let ex = DlPackExport { managed };
     // SAFETY: the producer keeps the tensor description valid until the
     // deleter runs; `ndim` entries of shape (and strides, when not null).
-    let (addr, len) = unsafe {
+    let (addr, len, device, compact) = unsafe {
         let t = &(*managed).dl_tensor;
+        let device = (t.device.device_type, t.device.device_id);
         let ndim = usize::try_from(t.ndim)
             .map_err(|_| PyValueError::new_err("DLPack tensor with a negative ndim"))?;
         let shape: &[i64] = if ndim == 0 {
@@ -133,20 +170,25 @@ pub fn export(obj: &Bound<'_, PyAny>) -> PyResult<(usize, usize, DlPackExport)> 
                 .map_err(|_| PyValueError::new_err("DLPack tensor with a negative dimension"))?;
             count = count.saturating_mul(d);
         }
-        if let Some(strides) = strides {
-            if !row_major(shape, strides) {
-                return Err(PyValueError::new_err(
-                    "the DLPack tensor is not C-contiguous: call .contiguous() first",
-                ));
-            }
-        }
+        let compact = strides.is_none_or(|st| row_major(shape, st));
         let len = usize::try_from(count.saturating_mul(item))
             .map_err(|_| PyValueError::new_err("DLPack tensor too large"))?;
         let addr = (t.data as usize)
             .checked_add(t.byte_offset as usize)
             .ok_or_else(|| PyValueError::new_err("DLPack data pointer overflows"))?;
-        (addr, len)
+        (addr, len, device, compact)
     };
+    for (device_type, device_id) in [Some(device), said].into_iter().flatten() {
+        if !HOST_DEVICES.contains(&device_type) {
+            // `ex` releases the tensor (its deleter runs) as this returns.
+            return Err(not_host(device_type, device_id, len));
+        }
+    }
+    if !compact {
+        return Err(PyValueError::new_err(
+            "the DLPack tensor is not C-contiguous: call .contiguous() first",
+        ));
+    }
     Ok((addr, len, ex))
 }
 

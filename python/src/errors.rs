@@ -1,5 +1,6 @@
 //! `hipobj_s3::Error` as the exceptions of `hipobj._errors`.
 
+use hipobj_s3::settings::SettingsError;
 use hipobj_s3::Error;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -97,4 +98,22 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
         Error::Io(_) => raise(py, "Error", message, &[]),
         _ => raise(py, "Error", message, &[]),
     }
+}
+
+/// A settings error as `InvalidArgumentError`, in the words of the
+/// `Client` arguments.
+pub fn settings_error(py: Python<'_>, e: SettingsError) -> PyErr {
+    let message = match e {
+        SettingsError::NoEndpoint => {
+            "no endpoint: pass endpoint=\"http://host:port\", or set AWS_ENDPOINT_URL".to_string()
+        }
+        SettingsError::HalfCredentials => "access_key and secret_key go together".to_string(),
+        SettingsError::NoCredentials { profile } => format!(
+            "no credentials: pass access_key and secret_key, set AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY, or give the profile {profile:?} aws_access_key_id and \
+             aws_secret_access_key"
+        ),
+        other => other.to_string(),
+    };
+    raise(py, "InvalidArgumentError", message, &[])
 }

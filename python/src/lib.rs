@@ -9,7 +9,6 @@ mod dlpack;
 mod errors;
 mod memory;
 mod plain;
-mod settings;
 mod transfer;
 mod types;
 
@@ -28,7 +27,7 @@ fn resolve_settings(
     profile: Option<String>,
     nic: Option<String>,
 ) -> PyResult<Py<pyo3::types::PyDict>> {
-    let r = settings::resolve(&settings::Args {
+    let r = hipobj_s3::settings::resolve(&hipobj_s3::settings::Args {
         endpoint,
         profile,
         access_key,
@@ -36,7 +35,7 @@ fn resolve_settings(
         region,
         nic,
     })
-    .map_err(|m| errors::raise(py, "InvalidArgumentError", m, &[]))?;
+    .map_err(|e| errors::settings_error(py, e))?;
     let d = pyo3::types::PyDict::new(py);
     d.set_item("endpoint", r.endpoint)?;
     d.set_item("region", r.region)?;

@@ -3,9 +3,7 @@
 
 use futures::{StreamExt, TryStreamExt};
 use hipobj::Registered;
-use hipobj_s3::{Crc64Nvme, Error, Path, S3Client};
-
-use crate::types::Moved;
+use hipobj_s3::{Crc64Nvme, Error, Outcome, Path, S3Client};
 
 /// Where the bytes go: `len` bytes at `off` of `reg`, which ends at `off +
 /// len` (`tail`) or goes on past it.
@@ -31,14 +29,6 @@ pub struct Cut {
     pub concurrency: usize,
 }
 
-fn join(a: Option<Path>, b: Path) -> Path {
-    match a {
-        None => b,
-        Some(a) if a == b => a,
-        Some(_) => Path::Mixed,
-    }
-}
-
 /// GET of the object (or of bytes `first..=last`) into the window.
 pub async fn get(
     s3: &S3Client,
@@ -47,7 +37,7 @@ pub async fn get(
     w: Window<'_>,
     range: Option<(u64, u64)>,
     cut: Cut,
-) -> Result<Moved, Error> {
+) -> Result<Outcome, Error> {
     if let Some((first, last)) = range {
         let n = last
             .checked_sub(first)
@@ -60,16 +50,15 @@ pub async fn get(
             });
         }
         if n <= cut.part_size as u64 {
-            let o = s3
+            return s3
                 .get_object(bucket, key, w.reg, w.off, Some((first, last)))
-                .await?;
-            return Ok(o.into());
+                .await;
         }
         return ranged(s3, bucket, key, w, first, n, None, cut).await;
     }
     if w.len <= cut.part_size && w.is_tail() {
         // One request, checked against the server's checksum by hipobj-s3.
-        return Ok(s3.get_object(bucket, key, w.reg, w.off, None).await?.into());
+        return s3.get_object(bucket, key, w.reg, w.off, None).await;
     }
     let info = s3.head_object(bucket, key).await?;
     let size = info.size;
@@ -80,22 +69,16 @@ pub async fn get(
         });
     }
     if size == 0 {
-        return Ok(Moved {
-            bytes: 0,
-            path: Path::Http.as_str().into(),
-            etag: info.etag,
-            checksum: info.checksum_crc64nvme,
-            checksum_verified: false,
-            object_size: Some(0),
-            content_range: None,
-            status: 200,
-            parts: 0,
-            attempts: 1,
-            fallback_reason: Some("an empty object moves no bytes".into()),
-        });
+        let mut o = Outcome::new(Path::Http, 0);
+        o.etag = info.etag;
+        o.checksum_crc64nvme = info.checksum_crc64nvme;
+        o.object_size = Some(0);
+        o.parts = 0;
+        o.fallback_reason = Some("an empty object moves no bytes".into());
+        return Ok(o);
     }
     if size <= cut.part_size as u64 && w.is_tail() {
-        return Ok(s3.get_object(bucket, key, w.reg, w.off, None).await?.into());
+        return s3.get_object(bucket, key, w.reg, w.off, None).await;
     }
     let mut m = ranged(s3, bucket, key, w, 0, size, Some(size), cut).await?;
     m.etag = info.etag;
@@ -110,13 +93,8 @@ pub async fn get(
             w.reg.with_bytes(w.off + pos, n, |b| crc.update(b))?;
             pos += n;
         }
-        let path = match m.path.as_str() {
-            "rdma" => Path::Rdma,
-            "http" => Path::Http,
-            _ => Path::Mixed,
-        };
-        hipobj_s3::verify_checksum(&declared, &crc.header_value(), path)?;
-        m.checksum = Some(declared);
+        hipobj_s3::verify_checksum(&declared, &crc.header_value(), m.path)?;
+        m.checksum_crc64nvme = Some(declared);
         m.checksum_verified = true;
     }
     Ok(m)
@@ -135,7 +113,7 @@ async fn ranged(
     n: u64,
     size: Option<u64>,
     cut: Cut,
-) -> Result<Moved, Error> {
+) -> Result<Outcome, Error> {
     let ps = cut.part_size as u64;
     let parts = n.div_ceil(ps);
     let outs: Vec<hipobj_s3::Outcome> = futures::stream::iter(0..parts)
@@ -168,21 +146,12 @@ async fn ranged(
         .try_collect()
         .await?;
     let mut path = None;
-    let mut m = Moved {
-        bytes: n,
-        path: String::new(),
-        etag: None,
-        checksum: None,
-        checksum_verified: false,
-        object_size: size,
-        content_range: None,
-        status: 206,
-        parts: parts as u32,
-        attempts: 1,
-        fallback_reason: None,
-    };
+    let mut m = Outcome::new(Path::Http, n);
+    m.object_size = size;
+    m.status = 206;
+    m.parts = parts as u32;
     for o in outs {
-        path = Some(join(path, o.path));
+        path = Some(path.map_or(o.path, |p: Path| p.join(o.path)));
         m.attempts = m.attempts.max(o.attempts);
         if m.fallback_reason.is_none() {
             m.fallback_reason = o.fallback_reason;
@@ -194,6 +163,6 @@ async fn ranged(
             m.object_size = o.object_size;
         }
     }
-    m.path = path.unwrap_or(Path::Http).as_str().into();
+    m.path = path.unwrap_or(Path::Http);
     Ok(m)
 }

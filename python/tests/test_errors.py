@@ -86,11 +86,16 @@ def test_s3_errors_carry_the_code_and_status(server, client, bucket):
     assert (e.value.status, e.value.code) == (403, "SignatureDoesNotMatch")
     assert e.value.request_id
     # By RDMA the first request is the handshake, a HEAD: its 403 has no
-    # error document, so the code is the status's name.
-    bad = hipobj.Client(endpoint=server, access_key=AK, secret_key="wrong")
-    with pytest.raises(hipobj.S3Error) as e:
-        bad.get_object(bucket, "k", bytearray(100))
-    assert (e.value.status, e.value.code) == (403, "Forbidden")
+    # error document, yet the code is the server's, not the status's name.
+    for ak, sk, code in [(AK, "wrong", "SignatureDoesNotMatch"), ("nobody", SK, "InvalidAccessKeyId")]:
+        bad = hipobj.Client(endpoint=server, access_key=ak, secret_key=sk)
+        assert bad.rdma_available
+        calls = (lambda: bad.get_object(bucket, "k", bytearray(100)), lambda: bad.put_object(bucket, "k3", b"y" * 100))
+        for call in calls:
+            with pytest.raises(hipobj.S3Error) as e:
+                call()
+            assert (e.value.status, e.value.code) == (403, code)
+            assert e.value.request_id
 
 
 def test_an_unreachable_endpoint_is_a_transport_error():

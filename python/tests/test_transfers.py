@@ -165,7 +165,7 @@ def test_dlpack_tensors(client, bucket):
         def __dlpack_device__(self):
             return (2, 0)  # kDLCUDA
 
-    with pytest.raises(TypeError, match="not host memory"):
+    with pytest.raises(TypeError, match="on kDLCUDA device 0, not in host memory"):
         client.get_object(bucket, "t", GpuTensor(dst))
     with pytest.raises(ValueError, match="C-contiguous"):
         client.get_object(bucket, "t", Tensor(np.zeros((100, 2000), np.int64)[:, ::2]))
@@ -215,6 +215,39 @@ def test_listing_head_delete_and_multipart_pieces(client, bucket):
     client.abort_multipart_upload(bucket, "gone", uid)
     with pytest.raises(hipobj.NotFoundError):
         client.complete_multipart_upload(bucket, "gone", uid, [(1, '"x"')])
+
+
+def test_multipart_pieces_over_plain_http(server, client, bucket):
+    """Without the client library (rdma=False) parts go in HTTP bodies."""
+    plain = make_client(server, rdma=False)
+    data = pattern(11 * MIB, 8)
+    uid = plain.create_multipart_upload(bucket, "mp-http")
+    p1 = plain.upload_part(bucket, "mp-http", uid, 1, data, length=6 * MIB)
+    p2 = plain.upload_part(bucket, "mp-http", uid, 2, memoryview(data)[6 * MIB :])
+    assert (p1.path, p2.path, p1.bytes, p2.bytes) == ("http", "http", 6 * MIB, 5 * MIB)
+    assert p1.checksum and p1.etag and "turned off" in p1.fallback_reason
+    etag = plain.complete_multipart_upload(bucket, "mp-http", uid, [p1, p2])
+    assert etag.strip('"').endswith("-2")
+    dst = np.zeros_like(data)
+    r = client.get_object(bucket, "mp-http", dst)
+    assert r.bytes == 11 * MIB and np.array_equal(dst, data)
+    # From (part_number, etag) pairs too.
+    uid = plain.create_multipart_upload(bucket, "mp-http2")
+    p = plain.upload_part(bucket, "mp-http2", uid, 1, bytes(data[:100]))
+    assert plain.complete_multipart_upload(bucket, "mp-http2", uid, [(1, p.etag)])
+    out = bytearray(100)
+    plain.get_object(bucket, "mp-http2", out)
+    assert out == bytes(data[:100])
+    with pytest.raises(ValueError, match="at least one byte"):
+        plain.upload_part(bucket, "mp-http2", uid, 1, b"")
+    # put_object above part_size: a multipart upload over HTTP.
+    small_parts = make_client(server, rdma=False, part_size=5 * MIB)
+    r = small_parts.put_object(bucket, "big-http", data, offset=3)
+    assert (r.path, r.parts, r.bytes) == ("http", 3, 11 * MIB - 3)
+    assert r.etag.strip('"').endswith("-3")
+    dst = np.zeros(11 * MIB - 3, np.uint8)
+    client.get_object(bucket, "big-http", dst)
+    assert np.array_equal(dst, data[3:])
 
 
 def test_through_the_gateway_in_front_of_s3s_fs(gateway):

@@ -380,7 +380,7 @@ pub fn run(args: BenchArgs, rt: &Handle) -> Result<(), CliError> {
         )));
     }
     let cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
-    let lib = common::library(&args.nic.nic)?;
+    let lib = common::library(&args.nic.name())?;
     let amount = match args.duration {
         Some(d) => Amount::Duration(d),
         None => Amount::Count(args.count.unwrap_or(DEFAULT_COUNT)),
@@ -396,7 +396,7 @@ pub fn run(args: BenchArgs, rt: &Handle) -> Result<(), CliError> {
         note(&format!(
             "hipobj bench: {} on {}, concurrency {}, {}",
             cfg.endpoint,
-            args.nic.nic,
+            args.nic.name(),
             plan.concurrency,
             match amount {
                 Amount::Count(n) => format!("{n} operations per cell"),

@@ -14,24 +14,32 @@ use crate::aws::{self, ConnArgs};
 #[derive(Debug, Clone, clap::Args)]
 pub struct NicArgs {
     /// The NIC the client library registers buffers with (soft0, soft:<ipv4>
-    /// for the software provider; mlx5_0, ... for hardware). `cp` and
-    /// `conformance` take several, comma-separated (mlx5_0,mlx5_1): the
-    /// parts of a multipart upload or ranged download go round robin over
-    /// them, part i through NIC i mod n.
-    #[arg(long, env = "HIPOBJ_NIC", default_value = "soft0")]
-    pub nic: String,
+    /// for the software provider; mlx5_0, ... for hardware) [default:
+    /// HIPOBJ_NIC, else soft0]. `cp` and `conformance` take several,
+    /// comma-separated (mlx5_0,mlx5_1): the parts of a multipart upload or
+    /// ranged download go round robin over them, part i through NIC i mod n.
+    #[arg(long)]
+    pub nic: Option<String>,
+}
+
+impl NicArgs {
+    /// The NIC: the flag, `HIPOBJ_NIC`, else `soft0`.
+    pub fn name(&self) -> String {
+        hipobj_s3::settings::resolve_nic(self.nic.as_deref())
+    }
 }
 
 impl NicArgs {
     /// The NICs named, in order: comma-separated, each once.
     pub fn names(&self) -> anyhow::Result<Vec<String>> {
+        let all = self.name();
         let mut names: Vec<String> = Vec::new();
-        for n in self.nic.split(',').map(str::trim) {
+        for n in all.split(',').map(str::trim) {
             if n.is_empty() {
-                bail!("--nic {:?}: an empty NIC name", self.nic);
+                bail!("--nic {all:?}: an empty NIC name");
             }
             if names.iter().any(|m| m == n) {
-                bail!("--nic {:?}: {n} is named twice", self.nic);
+                bail!("--nic {all:?}: {n} is named twice");
             }
             names.push(n.to_string());
         }
@@ -127,11 +135,7 @@ pub fn progress(total: u64) -> indicatif::ProgressBar {
 
 /// The path of several transfers together.
 pub fn join_paths(a: Option<hipobj_s3::Path>, b: hipobj_s3::Path) -> hipobj_s3::Path {
-    match a {
-        None => b,
-        Some(a) if a == b => a,
-        Some(_) => hipobj_s3::Path::Mixed,
-    }
+    a.map_or(b, |a| a.join(b))
 }
 
 #[cfg(test)]

@@ -112,6 +112,12 @@ impl Error {
         }
     }
 
+    /// Whether this is an S3 error whose code was only derived from the
+    /// status (the answer had no error document: a HEAD).
+    pub(crate) fn code_from_status(&self) -> bool {
+        matches!(self, Error::S3 { status, code, .. } if code == status_code_name(*status))
+    }
+
     pub(crate) fn s3_from(
         status: u16,
         body: &[u8],
@@ -192,5 +198,8 @@ mod tests {
         let e = Error::s3_from(503, b"", Some("x".into()), Some("503".into()));
         assert_eq!(e.code(), Some("ServiceUnavailable"));
         assert!(e.is_retryable());
+        assert!(e.code_from_status());
+        assert!(!Error::s3_from(404, body, None, None).code_from_status());
+        assert!(!Error::Timeout("t".into()).code_from_status());
     }
 }

@@ -299,12 +299,45 @@ impl Answer {
 
     /// The S3 error of an unsuccessful answer.
     pub(crate) fn error(&self, reply: Option<String>) -> Error {
-        Error::s3_from(
-            self.status.as_u16(),
-            &self.body,
-            self.header("x-amz-request-id"),
-            reply,
-        )
+        self.error_as(self.status.as_u16(), reply)
+    }
+
+    /// The S3 error of this answer with `status`: the code and message
+    /// from the error document, else (an answer without a body: a HEAD)
+    /// from the `x-amz-error-code` / `x-amz-error-message` headers or
+    /// MinIO's `x-minio-error-code` / `x-minio-error-desc`, else the
+    /// status's name.
+    fn error_as(&self, status: u16, reply: Option<String>) -> Error {
+        let e = Error::s3_from(status, &self.body, self.header("x-amz-request-id"), reply);
+        if !self.body.is_empty() {
+            return e;
+        }
+        let code = self
+            .header("x-amz-error-code")
+            .or_else(|| self.header("x-minio-error-code"))
+            .filter(|c| !c.trim().is_empty());
+        match (e, code) {
+            (
+                Error::S3 {
+                    status,
+                    message,
+                    request_id,
+                    reply,
+                    ..
+                },
+                Some(code),
+            ) => Error::S3 {
+                status,
+                code: code.trim().to_string(),
+                message: self
+                    .header("x-amz-error-message")
+                    .or_else(|| self.header("x-minio-error-desc"))
+                    .unwrap_or(message),
+                request_id,
+                reply,
+            },
+            (e, _) => e,
+        }
     }
 
     /// Ok for a 2xx answer without an `<Error>` body (CompleteMultipartUpload
@@ -320,12 +353,7 @@ impl Answer {
         } else {
             self.status.as_u16()
         };
-        Err(Error::s3_from(
-            status,
-            &self.body,
-            self.header("x-amz-request-id"),
-            None,
-        ))
+        Err(self.error_as(status, None))
     }
 }
 
@@ -352,6 +380,68 @@ pub(crate) fn range_total(content_range: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_without_a_body_take_the_code_from_the_headers() {
+        let answer = |headers: &[(&'static str, &str)], body: &'static [u8]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in headers {
+                h.insert(*k, HeaderValue::from_str(v).unwrap());
+            }
+            Answer {
+                status: StatusCode::FORBIDDEN,
+                headers: h,
+                body: Bytes::from_static(body),
+            }
+        };
+        let e = answer(&[], b"").error(None);
+        assert_eq!(e.code(), Some("Forbidden"));
+        let e = answer(
+            &[
+                ("x-minio-error-code", "InvalidAccessKeyId"),
+                ("x-minio-error-desc", "no such key"),
+                ("x-amz-request-id", "r"),
+            ],
+            b"",
+        )
+        .error(Some("403".into()));
+        match e {
+            Error::S3 {
+                status,
+                code,
+                message,
+                request_id,
+                reply,
+            } => assert_eq!(
+                (
+                    status,
+                    code.as_str(),
+                    message.as_str(),
+                    request_id.as_deref(),
+                    reply.as_deref()
+                ),
+                (
+                    403,
+                    "InvalidAccessKeyId",
+                    "no such key",
+                    Some("r"),
+                    Some("403")
+                )
+            ),
+            other => panic!("{other:?}"),
+        }
+        let e = answer(&[("x-amz-error-code", "AccessDenied")], b"")
+            .ok()
+            .unwrap_err();
+        assert_eq!(e.code(), Some("AccessDenied"));
+        // A body's error document wins over the headers.
+        let e = answer(
+            &[("x-amz-error-code", "AccessDenied")],
+            b"<Error><Code>SignatureDoesNotMatch</Code></Error>",
+        )
+        .error(None);
+        assert_eq!(e.code(), Some("SignatureDoesNotMatch"));
+    }
 
     #[test]
     fn endpoints_and_uris() {

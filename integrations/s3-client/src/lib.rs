@@ -81,6 +81,7 @@ mod http;
 mod raw;
 mod rdma;
 mod retry;
+pub mod settings;
 mod sign;
 pub mod size;
 mod xml;
@@ -115,7 +116,16 @@ impl Path {
         }
     }
 
-    pub(crate) fn join(self, other: Path) -> Path {
+    /// The path of two transfers together: the same path, else
+    /// [`Path::Mixed`] (the parts of one GET or upload that went both ways).
+    ///
+    /// ```
+    /// use hipobj_s3::Path;
+    /// assert_eq!(Path::Rdma.join(Path::Rdma), Path::Rdma);
+    /// assert_eq!(Path::Rdma.join(Path::Http), Path::Mixed);
+    /// assert_eq!(Path::Mixed.join(Path::Http), Path::Mixed);
+    /// ```
+    pub fn join(self, other: Path) -> Path {
         if self == other {
             self
         } else {
@@ -159,7 +169,10 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub(crate) fn new(path: Path, bytes: u64) -> Outcome {
+    /// `bytes` moved by `path`, in one request (`parts` 1) and one attempt,
+    /// status 200, nothing else known: for callers that combine transfers
+    /// into one outcome (ranged GETs of one object) and fill in the rest.
+    pub fn new(path: Path, bytes: u64) -> Outcome {
         Outcome {
             bytes,
             path,

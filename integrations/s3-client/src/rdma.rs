@@ -345,6 +345,20 @@ pub(crate) enum Attempt {
     },
     /// A failure; retried when [`Error::is_retryable`].
     Failed(Error),
+    /// The handshake (a HEAD) was answered with an S3 error whose code
+    /// only the status gave (a HEAD's answer has no error document): the
+    /// caller may learn the code ([`S3Client`](crate::S3Client) asks a GET),
+    /// then it is a [`Attempt::Failed`].
+    HandshakeFailed(Error),
+}
+
+/// The failure of an answer to the handshake or to the transfer.
+fn failed(e: Error, handshake: bool) -> Attempt {
+    if handshake && e.code_from_status() {
+        Attempt::HandshakeFailed(e)
+    } else {
+        Attempt::Failed(e)
+    }
 }
 
 /// Classifies the library's result with what the callbacks saw.
@@ -395,7 +409,7 @@ pub(crate) fn classify(res: hipobj::Result<()>, ops: Ops) -> Attempt {
                 status.as_u16()
             ))
         } else {
-            Attempt::Failed(answer.error(None))
+            failed(answer.error(None), handshake)
         };
     };
     match Reply::parse(reply.as_bytes()) {
@@ -424,7 +438,7 @@ pub(crate) fn classify(res: hipobj::Result<()>, ops: Ops) -> Attempt {
             status.as_u16(),
             e.message
         ))),
-        Ok(_) => Attempt::Failed(answer.error(Some(reply))),
+        Ok(_) => failed(answer.error(Some(reply)), handshake),
         Err(err) => Attempt::Failed(Error::Protocol(format!(
             "invalid x-amz-rdma-reply {reply:?}: {err}"
         ))),

@@ -872,3 +872,124 @@ async fn virtual_hosted_addressing_moves_by_rdma() {
     let keys: Vec<_> = page.objects.iter().map(|o| o.key.as_str()).collect();
     assert_eq!(keys, ["dir/big"]);
 }
+
+/// A CompleteMultipartUpload whose answer is lost (the server completed the
+/// upload) is tried again, finds the upload gone (NoSuchUpload; s3s-fs:
+/// AccessDenied), and
+/// returns the object's ETag once the object proves to be this upload's
+/// (by the parts' multipart ETag, which both servers give, or its size).
+#[tokio::test]
+async fn a_lost_complete_answer_is_not_a_failure() {
+    use std::sync::atomic::Ordering;
+    let server = test_server();
+    let plain = PlainS3::start();
+    let lib = lib();
+    let len = (5 << 20) + 777;
+    let data = pattern(9, len);
+    let src = lib.register_owned(data.clone()).unwrap();
+    let dst = lib.register_owned(vec![0u8; len]).unwrap();
+    for (name, upstream) in [("test-server", &server.url), ("s3s-fs", &plain.url)] {
+        let lossy = Behavior {
+            lose_first_complete: true,
+            ..Behavior::default()
+        };
+        let direct = client(rdma_config(upstream, &lib));
+        let b = bucket(&format!("lost-complete-{name}"));
+        direct.create_bucket(&b).await.unwrap();
+
+        // A multipart PUT (the size known).
+        let proxy = Proxy::start(upstream, lossy.clone());
+        let mut cfg = rdma_config(&proxy.url, &lib);
+        cfg.part_size = 5 << 20;
+        let s3 = client(cfg);
+        let put = s3
+            .put_object(&b, "k", &src, 0, len)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!(proxy.state.completes.load(Ordering::SeqCst), 2, "{name}");
+        assert_eq!((put.parts, put.bytes), (2, len as u64), "{name}");
+        let head = direct.head_object(&b, "k").await.unwrap();
+        assert_eq!((head.size, &head.etag), (len as u64, &put.etag), "{name}");
+        direct.get_object(&b, "k", &dst, 0, None).await.unwrap();
+        assert_same(name, &contents(&dst, 0, len), &data);
+
+        // The low-level call, sized and not.
+        for sized in [true, false] {
+            let proxy = Proxy::start(upstream, lossy.clone());
+            let s3 = client(rdma_config(&proxy.url, &lib));
+            let key = format!("manual-{sized}");
+            let id = s3.create_multipart_upload(&b, &key).await.unwrap();
+            let p1 = s3
+                .upload_part(&b, &key, &id, 1, &src, 0, 5 << 20)
+                .await
+                .unwrap();
+            let p2 = s3
+                .upload_part(&b, &key, &id, 2, &src, 5 << 20, 777)
+                .await
+                .unwrap();
+            let parts = [
+                hipobj_s3::CompletedPart {
+                    part_number: 1,
+                    etag: p1.etag.unwrap(),
+                },
+                hipobj_s3::CompletedPart {
+                    part_number: 2,
+                    etag: p2.etag.unwrap(),
+                },
+            ];
+            let size = sized.then_some(len as u64);
+            let r = s3
+                .complete_multipart_upload_sized(&b, &key, &id, &parts, size)
+                .await;
+            assert_eq!(proxy.state.completes.load(Ordering::SeqCst), 2, "{name}");
+            let etag = r.unwrap();
+            let head = direct.head_object(&b, &key).await.unwrap();
+            assert_eq!(
+                (head.size, &head.etag),
+                (len as u64, &etag),
+                "{name} {sized}"
+            );
+        }
+    }
+}
+
+/// A handshake refused for bad credentials keeps the S3 error code
+/// (SignatureDoesNotMatch, InvalidAccessKeyId), though its answer (to a
+/// HEAD) has no error document.
+#[tokio::test]
+async fn a_refused_handshake_keeps_the_s3_error_code() {
+    let server = test_server();
+    let lib = lib();
+    let good = client(rdma_config(&server.url, &lib));
+    let b = bucket("handshake-codes");
+    good.create_bucket(&b).await.unwrap();
+    let buf = lib.register_owned(vec![0u8; 4096]).unwrap();
+    good.put_object(&b, "k", &buf, 0, 4096).await.unwrap();
+    let cases = [
+        (AK, "wrong-secret", "SignatureDoesNotMatch"),
+        ("no-such-access-key", SK, "InvalidAccessKeyId"),
+    ];
+    for (ak, sk, code) in cases {
+        let cfg = hipobj_s3::ClientConfig::new(&server.url, ak, sk).with_rdma(lib.clone());
+        let s3 = client(cfg);
+        for put in [false, true] {
+            let e = if put {
+                s3.put_object(&b, "k2", &buf, 0, 4096).await.unwrap_err()
+            } else {
+                s3.get_object(&b, "k", &buf, 0, None).await.unwrap_err()
+            };
+            match &e {
+                Error::S3 {
+                    status,
+                    code: c,
+                    request_id,
+                    ..
+                } => {
+                    assert_eq!((*status, c.as_str()), (403, code), "put {put}: {e}");
+                    assert!(request_id.is_some(), "{e}");
+                }
+                other => panic!("put {put}: {other:?}"),
+            }
+        }
+    }
+}

@@ -242,6 +242,9 @@ mod tests {
         send(s.get_object("b", "k", reg, 0, None));
         send(s.put_object("b", "k", reg, 0, 1));
         send(s.upload_part("b", "k", "u", 1, reg, 0, 1));
+        send(s.upload_part_http("b", "k", "u", 1, bytes::Bytes::new()));
+        send(s.complete_multipart_upload_sized("b", "k", "u", &[], Some(1)));
+        send(s.put_object_http_parts("b", "k", 1, |_, _| Ok(bytes::Bytes::new())));
         send(s.list_objects_v2("b", &ListOptions::default()));
         send(s.put_object_http_file("b", "k", std::path::Path::new("f")));
         let mut v = Vec::new();

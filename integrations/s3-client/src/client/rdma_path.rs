@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use hipobj::{Direction, Registered};
 use hipobj_wire::headers;
-use http::header::CONTENT_RANGE;
+use http::header::{HeaderMap, HeaderValue, CONTENT_RANGE, RANGE};
+use http::Method;
 
 use super::S3Client;
 use crate::checksum::{self, Crc64Nvme};
@@ -122,7 +124,9 @@ fn verdict(
                 why,
             }
         }
-        Attempt::Failed(e) => Verdict::Done(Err(buffer_error(e, len))),
+        Attempt::Failed(e) | Attempt::HandshakeFailed(e) => {
+            Verdict::Done(Err(buffer_error(e, len)))
+        }
     }
 }
 
@@ -140,6 +144,7 @@ impl S3Client {
         req: RdmaRequest,
         verify: bool,
     ) -> Result<std::result::Result<Moved, String>> {
+        let path_query = &req.path_query.clone();
         let req = Arc::new(req);
         // A handle of this future's own: were the future forgotten while
         // the server still reads or writes the buffer, the registration and
@@ -186,6 +191,12 @@ impl S3Client {
                             Err(e) => return Verdict::Done(Err(e)),
                         }
                     };
+                    let result = match result {
+                        Attempt::HandshakeFailed(e) => {
+                            Attempt::Failed(self.explain_handshake(path_query, e).await)
+                        }
+                        other => other,
+                    };
                     match crc.transpose() {
                         Ok(crc) => verdict(self, result, crc, attempt, len),
                         Err(e) => Verdict::Done(Err(e)),
@@ -198,5 +209,46 @@ impl S3Client {
             attempts,
             crc,
         }))
+    }
+
+    /// The S3 error of a handshake whose answer (to a HEAD) had no error
+    /// document: the same object asked by a plain signed GET of its first
+    /// byte, whose error answer has one. Its code, message and request id
+    /// are taken when it fails with the same status (an authentication
+    /// failure fails the same way for any method); otherwise, or for a 5xx
+    /// (retried anyway), the error stays as it was.
+    async fn explain_handshake(&self, path_query: &str, e: Error) -> Error {
+        let Error::S3 { status, reply, .. } = &e else {
+            return e;
+        };
+        if !(400..500).contains(status) {
+            return e;
+        }
+        let (status, reply) = (*status, reply.clone());
+        let path = path_query.split('?').next().unwrap_or(path_query);
+        let mut hm = HeaderMap::new();
+        hm.insert(RANGE, HeaderValue::from_static("bytes=0-0"));
+        let probe = match self.plain(Method::GET, path, &hm, Bytes::new()).await {
+            Ok(a) if a.status.as_u16() == status => a.error(None),
+            Ok(_) | Err(_) => return e,
+        };
+        if probe.code_from_status() {
+            return e;
+        }
+        match probe {
+            Error::S3 {
+                code,
+                message,
+                request_id,
+                ..
+            } => Error::S3 {
+                status,
+                code,
+                message,
+                request_id,
+                reply,
+            },
+            _ => e,
+        }
     }
 }

@@ -2,6 +2,8 @@
 //! bodies (retried by the policy), GETs opened for their body, and requests
 //! whose body is streamed from a producer.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use hipobj_wire::headers;
 use http::header::HeaderMap;
@@ -48,12 +50,27 @@ impl S3Client {
         headers: &HeaderMap,
         body: Bytes,
     ) -> Result<Answer> {
-        let cfg = &self.inner.cfg;
+        let limit = self.inner.cfg.timeouts.for_bytes(body.len() as u64);
+        self.plain_within(method, path_query, headers, body, limit)
+            .await
+            .0
+    }
+
+    /// [`S3Client::plain`] with `limit` for each attempt (for requests
+    /// whose server work is out of proportion to their body, such as
+    /// CompleteMultipartUpload); the answer and the attempts made.
+    pub(super) async fn plain_within(
+        &self,
+        method: Method,
+        path_query: &str,
+        headers: &HeaderMap,
+        body: Bytes,
+        limit: Duration,
+    ) -> (Result<Answer>, u32) {
         let hash = sha256_hex(&body);
         let hash = hash.as_str();
         let what = format!("{method} {path_query}");
-        let (r, _) = self
-            .retry()
+        self.retry()
             .run(&what, |_| {
                 let (method, body) = (method.clone(), body.clone());
                 async move {
@@ -73,7 +90,6 @@ impl S3Client {
                         Ok(r) => r,
                         Err(e) => return Verdict::Done(Err(e)),
                     };
-                    let limit = cfg.timeouts.for_bytes(len);
                     let r = async {
                         let resp = h::send(&self.inner.http, req, limit).await?;
                         self.read_answer(resp).await
@@ -82,8 +98,7 @@ impl S3Client {
                     retry::answer(r)
                 }
             })
-            .await;
-        r
+            .await
     }
 
     /// Sends a GET (one attempt); a successful answer's head and its body,

@@ -22,19 +22,45 @@ impl S3Client {
     pub async fn put_object_http(&self, bucket: &str, key: &str, data: Bytes) -> Result<Outcome> {
         h::check_bucket(bucket)?;
         h::check_key(key)?;
+        self.put_bytes_http(&h::path_query(bucket, Some(key), &[]), data)
+            .await
+    }
+
+    /// UploadPart of `data` over plain HTTP, with its CRC64NVME: for
+    /// callers without registered memory (the Outcome's `etag` goes into
+    /// the [`CompletedPart`](crate::CompletedPart)).
+    pub async fn upload_part_http(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        part_number: u32,
+        data: Bytes,
+    ) -> Result<Outcome> {
+        h::check_bucket(bucket)?;
+        h::check_key(key)?;
+        if data.is_empty() || part_number == 0 {
+            return Err(Error::InvalidArgument(
+                "a part needs at least one byte and a number from 1".into(),
+            ));
+        }
+        let n = part_number.to_string();
+        let path_query = h::path_query(
+            bucket,
+            Some(key),
+            &[("partNumber", Some(&n)), ("uploadId", Some(upload_id))],
+        );
+        self.put_bytes_http(&path_query, data).await
+    }
+
+    /// A PUT (PutObject, UploadPart) of `data` over plain HTTP, with its
+    /// CRC64NVME.
+    async fn put_bytes_http(&self, path_query: &str, data: Bytes) -> Result<Outcome> {
         let crc = checksum::crc64nvme(&data);
         let mut hm = HeaderMap::new();
         h::set(&mut hm, headers::CHECKSUM_CRC64NVME, &crc)?;
         let len = data.len() as u64;
-        let a = self
-            .plain(
-                Method::PUT,
-                &h::path_query(bucket, Some(key), &[]),
-                &hm,
-                data,
-            )
-            .await?
-            .ok()?;
+        let a = self.plain(Method::PUT, path_query, &hm, data).await?.ok()?;
         let mut out = Outcome::new(Path::Http, len);
         out.etag = a.header(ETAG.as_str());
         out.checksum_crc64nvme = Some(crc);

@@ -40,6 +40,10 @@ pub struct Behavior {
     pub fail_first: usize,
     /// Hold each transfer this long before forwarding it.
     pub delay: Duration,
+    /// Forward the first CompleteMultipartUpload to the server but answer
+    /// it 502 (as if its answer were lost), so that the client tries again
+    /// after the server completed the upload.
+    pub lose_first_complete: bool,
 }
 
 /// A request the proxy saw with a token.
@@ -57,6 +61,8 @@ pub struct ProxyState {
     pub in_flight: std::sync::atomic::AtomicUsize,
     pub max_in_flight: std::sync::atomic::AtomicUsize,
     pub transfers: std::sync::atomic::AtomicUsize,
+    /// CompleteMultipartUpload requests seen.
+    pub completes: std::sync::atomic::AtomicUsize,
 }
 
 /// A proxy in front of `upstream` that sees every token request, and
@@ -140,6 +146,11 @@ impl Proxy {
                                 return Ok(error(503, "SlowDown"));
                             }
                         }
+                        let complete = req.method() == http::Method::POST
+                            && req.uri().query().is_some_and(|q| q.contains("uploadId="));
+                        let lose = complete
+                            && st.completes.fetch_add(1, Ordering::SeqCst) == 0
+                            && behavior.lose_first_complete;
                         let now = st.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                         if transfer {
                             st.max_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -154,6 +165,14 @@ impl Proxy {
                         parts.uri = format!("{upstream}{pq}").parse().unwrap();
                         let resp = client.request(http::Request::from_parts(parts, body)).await;
                         st.in_flight.fetch_sub(1, Ordering::SeqCst);
+                        if lose {
+                            // The server has answered (and completed the
+                            // upload); read its answer whole, then lose it.
+                            if let Ok(r) = resp {
+                                let _ = r.into_body().collect().await;
+                            }
+                            return Ok(error(502, "ServiceUnavailable"));
+                        }
                         Ok(match resp {
                             Ok(r) => r.map(|b| -> Out { b.boxed() }),
                             Err(e) => error(502, &e.to_string()),
