@@ -157,7 +157,12 @@ mod tests {
 
     #[test]
     fn nic_lists_and_round_robin() {
-        let nics = |s: &str| NicArgs { nic: s.to_string() }.names();
+        let nics = |s: &str| {
+            NicArgs {
+                nic: Some(s.to_string()),
+            }
+            .names()
+        };
         assert_eq!(nics("soft0").unwrap(), ["soft0"]);
         assert_eq!(nics("mlx5_0, mlx5_1").unwrap(), ["mlx5_0", "mlx5_1"]);
         assert!(nics("mlx5_0,,mlx5_1").is_err());
