@@ -39,8 +39,11 @@ fn conformance(url: &str, keys: (&str, &str), args: &[&str]) -> (Output, Option<
     let out = Command::new(workspace_bin("hipobj"))
         .args(["conformance", "--endpoint", url, "--json"])
         .args(["--access-key", keys.0, "--secret-key", keys.1])
-        .args(["--nic", "soft0"])
+        // Two soft NICs on two loopback addresses: every check runs through
+        // soft0, and nics.round-robin spreads its parts over both.
+        .args(["--nic", "soft0,soft1"])
         .args(args)
+        .env("HIPOBJ_SOFT_ADDRS", "127.0.0.1,127.0.0.2")
         .env_remove("AWS_PROFILE")
         .stdin(Stdio::null())
         .output()
@@ -184,6 +187,7 @@ fn every_check_passes_or_skips_against_the_test_server() {
         "rehandshake.after-restart",
         "status.other-key.403",
         "dialect.cuobject.get",
+        "nics.round-robin",
     ] {
         assert!(r.iter().any(|(i, _)| i == id), "{id} did not run");
     }
