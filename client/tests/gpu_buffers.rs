@@ -2,7 +2,7 @@
 //! in hipObject's order, staging copies, their deadline and the abandoned
 //! copies that follow.
 
-mod common;
+use crate::common;
 
 use common::*;
 use hipobj::buffer::Registration;

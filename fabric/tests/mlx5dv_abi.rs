@@ -11,7 +11,7 @@
 
 #![forbid(unsafe_code)]
 
-mod abi;
+use crate::abi;
 
 use abi::checks::Checks;
 use hipobj_fabric::ibverbs::abi_ex::*;

@@ -2,7 +2,7 @@
 
 #![forbid(unsafe_code)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use hipobj_fabric::{pattern, WcStatus};

@@ -3,7 +3,7 @@
 
 #![forbid(unsafe_code)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use hipobj_fabric::rc::{self, RcParams, RcPeer};

@@ -12,7 +12,7 @@
 
 #![forbid(unsafe_code)]
 
-mod external_common;
+use crate::external_common;
 
 use std::path::Path;
 

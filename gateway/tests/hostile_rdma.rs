@@ -3,7 +3,7 @@
 //! client that speaks the soft provider's wire format (hostile_common) and
 //! by the real client library. See docs/security.md for the threat model.
 
-mod hostile_common;
+use crate::hostile_common;
 
 use hipobj_testkit::process::gateway_with;
 use hipobj_testkit::rdma::{client, pattern, RdmaOps};

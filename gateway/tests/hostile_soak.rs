@@ -7,7 +7,7 @@
 //! its executable's) stays within what it held at idle plus the staging pool
 //! plus 48 MiB. (`HIPOBJ_SOAK_SECS` shortens or lengthens the run.)
 
-mod hostile_common;
+use crate::hostile_common;
 
 use hipobj_testkit::process::{gateway_with, spawn_child, wait_ready, CHILD_READY, CHILD_ROLE};
 use hipobj_testkit::rdma::{client, pattern, RdmaOps};
@@ -226,7 +226,7 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
             let mut n = 0u64;
             while Instant::now() + Duration::from_secs(2) < deadline {
                 let mut child = spawn_child(
-                    "soak_child_main",
+                    concat!(module_path!(), "::soak_child_main"),
                     "get-and-die",
                     &[
                         ("HIPOBJ_TEST_URL", url.clone()),

@@ -7,7 +7,7 @@
 //! provider on 127.0.0.1) by fake clients that answer the connection hello
 //! and then read nothing (hostile_common).
 
-mod hostile_common;
+use crate::hostile_common;
 
 use hipobj_testkit::process::gateway_with;
 use hipobj_testkit::rdma::pattern;

@@ -2,7 +2,7 @@
 //! the real gateway binary (embedded store, software provider), and the
 //! real client library for the victim.
 
-mod hostile_common;
+use crate::hostile_common;
 
 use hipobj::Direction;
 use hipobj_testkit::process::gateway_with;

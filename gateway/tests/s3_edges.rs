@@ -16,7 +16,7 @@
 
 #![forbid(unsafe_code)]
 
-mod external_common;
+use crate::external_common;
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};

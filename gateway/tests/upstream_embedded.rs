@@ -2,7 +2,7 @@
 
 #![forbid(unsafe_code)]
 
-mod upstream_common;
+use crate::upstream_common;
 
 use bytes::Bytes;
 use http::{Method, StatusCode};

@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 #[allow(dead_code)]
-mod upstream_common;
+use crate::upstream_common;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -3,7 +3,7 @@
 
 #![forbid(unsafe_code)]
 
-mod upstream_common;
+use crate::upstream_common;
 
 use std::net::SocketAddr;
 use std::path::Path;

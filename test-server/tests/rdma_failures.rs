@@ -13,7 +13,7 @@
 
 #![forbid(unsafe_code)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use hipobj::Direction;
@@ -669,7 +669,7 @@ fn a_client_killed_mid_put_leaves_no_object_and_the_server_serves_on() {
     s3.create_bucket("bkt");
     let len = 64 << 20;
     let mut child = spawn_child(
-        "child_client_main",
+        concat!(module_path!(), "::child_client_main"),
         "put-and-hang",
         &child_env(&server.url, "/bkt/killed", len, 10),
     );
@@ -707,7 +707,7 @@ fn a_client_killed_mid_get_leaves_the_object_and_the_server_serves_on() {
             .unwrap();
     }
     let mut child = spawn_child(
-        "child_client_main",
+        concat!(module_path!(), "::child_client_main"),
         "get-and-hang",
         &child_env(&server.url, "/bkt/big", len, 12),
     );
@@ -738,7 +738,7 @@ fn four_client_processes_put_and_get_at_once() {
     let mut children: Vec<_> = (0..4u64)
         .map(|i| {
             spawn_child(
-                "child_client_main",
+                concat!(module_path!(), "::child_client_main"),
                 "put-get",
                 &child_env(&server.url, &format!("/bkt/c{i}"), len, 20 + i),
             )

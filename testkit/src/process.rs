@@ -409,8 +409,13 @@ pub const CHILD_ROLE: &str = "HIPOBJ_TEST_CHILD_ROLE";
 pub const CHILD_READY: &str = "HIPOBJ-TEST-CHILD-READY";
 
 /// Re-runs this test binary as a child client process: only its ignored
-/// test `entry` runs, with `role` and `env` in its environment.
+/// test `entry` runs, with `role` and `env` in its environment. `entry` is
+/// the test function's path as `concat!(module_path!(), "::name")` writes
+/// it; its first segment (the test binary's crate) is dropped, as libtest
+/// names tests without it, so the same call works in a test binary of its
+/// own and in a module of a shared one.
 pub fn spawn_child(entry: &str, role: &str, env: &[(&str, String)]) -> Child {
+    let entry = entry.split_once("::").map_or(entry, |(_, test)| test);
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
