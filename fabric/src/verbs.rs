@@ -458,6 +458,18 @@ impl HostBuffer {
         Ok(())
     }
 
+    /// `len` bytes at `offset`, to write in place (a file read straight
+    /// into a staging buffer).
+    pub fn slice_mut(&mut self, offset: usize, len: usize) -> Result<&mut [u8]> {
+        self.check(offset, len)?;
+        // SAFETY: the range was checked to lie inside the allocation, which
+        // lives as long as `self`; the slice borrows `self` mutably, which
+        // excludes every other Rust access to the memory while it lives.
+        // Device accesses are the owner's to order, as for `write_at`: a
+        // buffer is written by the CPU only while no work request names it.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.as_ptr().add(offset), len) })
+    }
+
     /// Sets every byte to `byte`.
     pub fn fill(&mut self, byte: u8) {
         // SAFETY: the whole allocation of `len` bytes is ours, and `&mut

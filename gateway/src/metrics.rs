@@ -79,6 +79,12 @@ pub const DC_INITIATORS: &str = "hipobj_rdma_dc_initiators_in_use";
 pub const PAIRS_RELEASED: &str = "hipobj_rdma_pairs_released_total";
 /// Client connections being served.
 pub const HTTP_CONNECTIONS: &str = "hipobj_http_connections";
+/// Counter: bytes RDMA GETs read from the embedded store's files straight
+/// into staging buffers (no response body in between).
+pub const STORE_DIRECT_BYTES: &str = "hipobj_rdma_store_direct_bytes_total";
+/// Gauge: requests whose head has been read and whose response has not
+/// been sent whole (a `/metrics` scrape counts itself).
+pub const HTTP_REQUESTS_IN_FLIGHT: &str = "hipobj_http_requests_in_flight";
 /// Client connections the front closed itself, by `reason`.
 pub const HTTP_CONNECTIONS_CLOSED: &str = "hipobj_http_connections_closed_total";
 
@@ -171,6 +177,15 @@ fn describe() {
     );
     describe_gauge!(HTTP_CONNECTIONS, "Client connections being served");
     describe_counter!(
+        STORE_DIRECT_BYTES,
+        metrics::Unit::Bytes,
+        "Bytes RDMA GETs read from the embedded store's files straight into staging buffers"
+    );
+    describe_gauge!(
+        HTTP_REQUESTS_IN_FLIGHT,
+        "Requests read and not yet answered whole"
+    );
+    describe_counter!(
         HTTP_CONNECTIONS_CLOSED,
         "Client connections the front refused or closed on a timeout, by reason"
     );
@@ -213,6 +228,23 @@ pub fn render(now: &[Gauges]) -> Response<Body> {
 pub fn http_connection(open: bool) {
     let g = gauge!(HTTP_CONNECTIONS);
     if open {
+        g.increment(1.0);
+    } else {
+        g.decrement(1.0);
+    }
+}
+
+/// An RDMA GET that read `bytes` from the embedded store's file straight
+/// into staging buffers.
+pub fn store_direct_bytes(bytes: u64) {
+    counter!(STORE_DIRECT_BYTES).increment(bytes);
+}
+
+/// A request started (`true`: its head is read) or ended (its response
+/// sent whole, or dropped).
+pub fn http_request_in_flight(start: bool) {
+    let g = gauge!(HTTP_REQUESTS_IN_FLIGHT);
+    if start {
         g.increment(1.0);
     } else {
         g.decrement(1.0);

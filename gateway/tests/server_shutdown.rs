@@ -21,7 +21,8 @@ fn sigterm_finishes_the_request_in_flight() {
         &[],
     );
     let addr = gw.url.trim_start_matches("http://").to_string();
-    S3::new(&gw.url).create_bucket("drain");
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("drain");
     // A PUT whose head and first half are sent before SIGTERM.
     let body = b"first half, second half".to_vec();
     let mut req = http::Request::builder()
@@ -47,6 +48,10 @@ fn sigterm_finishes_the_request_in_flight() {
     let mut s = TcpStream::connect(&addr).unwrap();
     s.write_all(head.as_bytes()).unwrap();
     s.write_all(&body[..11]).unwrap();
+    // SIGTERM only once the gateway has read the head: a connection whose
+    // request has not begun is closed at shutdown, as by any HTTP server.
+    // The scrape is a request in flight too, hence 2.
+    s3.wait_metric("hipobj_http_requests_in_flight", &[], |v| v >= 2.0);
     let status = Command::new("kill")
         .args(["-TERM", &gw.pid().to_string()])
         .status()

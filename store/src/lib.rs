@@ -38,4 +38,5 @@ pub mod write;
 pub use error::StoreError;
 pub use multipart::{MAX_PARTS, MIN_PART};
 pub use objects::MAX_PUT;
+pub use read::FileRange;
 pub use store::{Store, StoreConfig};

@@ -14,7 +14,7 @@ use crate::error::{internal, io_err};
 use crate::fsio::TmpPath;
 use crate::meta::{millis, now_ms, timestamp, Attributes, Checksums, ObjectMeta, FORMAT};
 use crate::names::{random_id, valid_key};
-use crate::read::FileStream;
+use crate::read::{FileRange, FileStream};
 use crate::store::{blocking, commit_object, open_object, remove_object, Store};
 use crate::write::{write_body, WriteError};
 
@@ -264,14 +264,15 @@ impl Store {
         let (start, len, content_range, parts_count) =
             select(&meta, input.range.as_ref(), input.part_number)?;
         let whole = input.range.is_none() && input.part_number.is_none();
-        let body = StreamingBlob::wrap(FileStream::new(file, start, len));
+        let range = FileRange::new(file, start, len);
+        let body = StreamingBlob::wrap(FileStream::new(range.clone()));
         let a = &meta.attributes;
         let sums = if whole {
             meta.checksums.clone()
         } else {
             Checksums::default()
         };
-        Ok(S3Response::new(GetObjectOutput {
+        let mut resp = S3Response::new(GetObjectOutput {
             body: Some(body),
             accept_ranges: Some("bytes".into()),
             content_length: Some(to_i64(len)),
@@ -305,7 +306,11 @@ impl Store {
             checksum_sha256: sums.sha256,
             checksum_crc64nvme: sums.crc64nvme,
             ..Default::default()
-        }))
+        });
+        // A reader in this process (the gateway's RDMA engine) may take the
+        // bytes from the file itself instead of from the body.
+        resp.extensions.insert(range);
+        Ok(resp)
     }
 
     pub(crate) async fn head_object_op(

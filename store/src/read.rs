@@ -1,9 +1,13 @@
-//! An object's bytes as a response body: 1 MiB reads by blocking tasks,
-//! the next one started as each chunk is handed on.
+//! An object's bytes: as a response body, 1 MiB positioned reads by
+//! blocking tasks, the next one started as each chunk is handed on; and as
+//! a [`FileRange`] that a reader in the same process (the gateway's RDMA
+//! engine) reads straight into its own memory, without the body stream.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -13,44 +17,112 @@ use tokio::task::JoinHandle;
 /// How much one read takes.
 pub const CHUNK: u64 = 1 << 20;
 
-type Pending = JoinHandle<io::Result<(File, Bytes)>>;
+type Pending = JoinHandle<io::Result<Bytes>>;
 
-/// `len` bytes of a file from an offset, as a stream of chunks of up to
-/// [`CHUNK`] bytes. A file shorter than that ends the stream in an error.
-#[derive(Debug)]
-pub struct FileStream {
-    next: Option<Pending>,
-    remaining: u64,
+/// `len` bytes of an open object file from `start`: the bytes a GetObject
+/// answer's body carries, the range and part selection applied. The store
+/// puts one in the extensions of each GetObject response, sharing the open
+/// file with the body (the same version of the object, whatever renames
+/// happen meanwhile). Reads are positioned (`pread`), so any number of
+/// readers share it.
+#[derive(Clone, Debug)]
+pub struct FileRange {
+    file: Arc<File>,
+    start: u64,
+    len: u64,
 }
 
-fn read_chunk(mut file: File, seek: Option<u64>, n: u64) -> io::Result<(File, Bytes)> {
-    if let Some(at) = seek {
-        file.seek(SeekFrom::Start(at))?;
+impl FileRange {
+    /// `len` bytes of `file` from `start`.
+    pub fn new(file: File, start: u64, len: u64) -> FileRange {
+        FileRange {
+            file: Arc::new(file),
+            start,
+            len,
+        }
     }
-    let want = usize::try_from(n).map_err(io::Error::other)?;
-    let mut buf = Vec::with_capacity(want);
-    (&mut file).take(n).read_to_end(&mut buf)?;
-    if buf.len() != want {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "the object's file is shorter than its record says",
-        ));
+
+    /// How many bytes the range holds.
+    pub fn len(&self) -> u64 {
+        self.len
     }
-    Ok((file, Bytes::from(buf)))
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Fills `buf` from byte `at` of the range (blocking: call it from a
+    /// blocking task). A read past the range is an `InvalidInput` error; a
+    /// file shorter than its record says, `UnexpectedEof`.
+    pub fn read_into(&self, at: u64, buf: &mut [u8]) -> io::Result<()> {
+        let end = at.checked_add(buf.len() as u64);
+        if end.is_none_or(|e| e > self.len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} bytes at {at} run past the {}-byte range",
+                    buf.len(),
+                    self.len
+                ),
+            ));
+        }
+        let pos = self
+            .start
+            .checked_add(at)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "range offset overflows"))?;
+        self.file.read_exact_at(buf, pos).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the object's file is shorter than its record says",
+                )
+            } else {
+                e
+            }
+        })
+    }
+
+    fn read_chunk(&self, at: u64, n: u64) -> io::Result<Bytes> {
+        let want = usize::try_from(n).map_err(io::Error::other)?;
+        let mut buf = vec![0u8; want];
+        self.read_into(at, &mut buf)?;
+        Ok(Bytes::from(buf))
+    }
+}
+
+/// A [`FileRange`] as a stream of chunks of up to [`CHUNK`] bytes. Nothing
+/// is read until the stream is first polled, so a reader that takes the
+/// range itself and drops the body reads each byte once. A file shorter
+/// than its record ends the stream in an error.
+#[derive(Debug)]
+pub struct FileStream {
+    range: FileRange,
+    next: Option<Pending>,
+    /// Bytes of the range handed to a read so far.
+    started: u64,
 }
 
 impl FileStream {
-    /// `len` bytes of `file` from `start`. Must be called within a Tokio
-    /// runtime.
-    pub fn new(file: File, start: u64, len: u64) -> FileStream {
-        let next = (len > 0).then(|| {
-            let n = len.min(CHUNK);
-            tokio::task::spawn_blocking(move || read_chunk(file, Some(start), n))
-        });
+    /// The bytes of `range`. Must be polled within a Tokio runtime.
+    pub fn new(range: FileRange) -> FileStream {
         FileStream {
-            next,
-            remaining: len,
+            range,
+            next: None,
+            started: 0,
         }
+    }
+
+    /// Starts the read of the next chunk, if any is left.
+    fn start_next(&mut self) {
+        let left = self.range.len - self.started;
+        if left == 0 {
+            return;
+        }
+        let (at, n) = (self.started, left.min(CHUNK));
+        self.started += n;
+        let range = self.range.clone();
+        self.next = Some(tokio::task::spawn_blocking(move || range.read_chunk(at, n)));
     }
 }
 
@@ -58,6 +130,9 @@ impl Stream for FileStream {
     type Item = io::Result<Bytes>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.next.is_none() && self.started == 0 {
+            self.start_next();
+        }
         let Some(pending) = self.next.as_mut() else {
             return Poll::Ready(None);
         };
@@ -68,22 +143,20 @@ impl Stream for FileStream {
         self.next = None;
         match done {
             Err(e) => Poll::Ready(Some(Err(io::Error::other(e)))),
-            Ok(Err(e)) => Poll::Ready(Some(Err(e))),
-            Ok(Ok((file, bytes))) => {
-                self.remaining = self.remaining.saturating_sub(bytes.len() as u64);
-                if self.remaining > 0 {
-                    let n = self.remaining.min(CHUNK);
-                    self.next = Some(tokio::task::spawn_blocking(move || {
-                        read_chunk(file, None, n)
-                    }));
-                }
+            Ok(Err(e)) => {
+                // Nothing after an error.
+                self.started = self.range.len;
+                Poll::Ready(Some(Err(e)))
+            }
+            Ok(Ok(bytes)) => {
+                self.start_next();
                 Poll::Ready(Some(Ok(bytes)))
             }
         }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = usize::try_from(self.remaining).unwrap_or(usize::MAX);
+        let n = usize::try_from(self.range.len - self.started).unwrap_or(usize::MAX);
         (0, Some(n))
     }
 }
@@ -101,17 +174,57 @@ mod tests {
             .map(|i| (i % 251) as u8)
             .collect();
         std::fs::write(&p, &data).unwrap();
-        let s = FileStream::new(File::open(&p).unwrap(), 5, data.len() as u64 - 5);
+        let s = FileStream::new(FileRange::new(
+            File::open(&p).unwrap(),
+            5,
+            data.len() as u64 - 5,
+        ));
         let chunks: Vec<Bytes> = s.map(|c| c.unwrap()).collect().await;
         assert_eq!(chunks.len(), 4);
         assert_eq!(chunks[0].len() as u64, CHUNK);
         assert_eq!(chunks.concat(), &data[5..]);
 
-        let s = FileStream::new(File::open(&p).unwrap(), 0, data.len() as u64 + 1);
+        let s = FileStream::new(FileRange::new(
+            File::open(&p).unwrap(),
+            0,
+            data.len() as u64 + 1,
+        ));
         let all: Vec<io::Result<Bytes>> = s.collect().await;
         assert!(all.last().unwrap().is_err());
 
-        let s = FileStream::new(File::open(&p).unwrap(), 0, 0);
+        let s = FileStream::new(FileRange::new(File::open(&p).unwrap(), 0, 0));
         assert_eq!(s.collect::<Vec<_>>().await.len(), 0);
+    }
+
+    #[test]
+    fn a_range_reads_in_place_and_only_inside_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let data: Vec<u8> = (0..10_000).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        let r = FileRange::new(File::open(&p).unwrap(), 1000, 5000);
+        let mut buf = vec![0u8; 3000];
+        r.read_into(2000, &mut buf).unwrap();
+        assert_eq!(buf, &data[3000..6000]);
+        let e = r.read_into(2001, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = r.read_into(u64::MAX, &mut buf[..1]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        // A record longer than the file.
+        let long = FileRange::new(File::open(&p).unwrap(), 9000, 2000);
+        let mut tail = vec![0u8; 2000];
+        let e = long.read_into(0, &mut tail).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[tokio::test]
+    async fn nothing_is_read_before_the_first_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![7u8; 3 * CHUNK as usize]).unwrap();
+        let s = FileStream::new(FileRange::new(File::open(&p).unwrap(), 0, 3 * CHUNK));
+        assert!(s.next.is_none() && s.started == 0);
+        let chunks: Vec<Bytes> = s.map(|c| c.unwrap()).collect().await;
+        assert_eq!(chunks.len(), 3);
     }
 }

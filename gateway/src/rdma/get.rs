@@ -3,6 +3,13 @@
 //! with several writes in flight. Nothing is written past the client's
 //! buffer: a larger object is refused before the first byte is written when
 //! its length is known, and stops at the edge otherwise.
+//!
+//! From the embedded store the body is not read at all: its answer carries
+//! the object's open file and range ([`hipobj_store::FileRange`]), and each
+//! chunk is read from the file straight into its staging buffer (one copy
+//! where the body would take two). The store has already done everything
+//! else of the GET: authentication, conditions, range and part selection,
+//! the headers.
 
 use super::mover::{AcquireError, Initiator, MoveError, Mover, RemoteBuffer};
 use super::reply::{copy_object_headers, set_request_id, with_reply};
@@ -11,6 +18,7 @@ use super::transfer::Transfer;
 use crate::body::Body;
 use crate::s3err::S3Error;
 use crate::upstream::Payload;
+use hipobj_store::FileRange;
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
 
@@ -87,64 +95,74 @@ pub(super) async fn run(
     let mut current: Option<(Staging, usize)> = None;
     let mut failure: Option<(S3Error, &'static str)> = None;
 
-    'outer: while let Some(frame) = body.frame().await {
-        let data = match frame {
-            Ok(f) => match f.into_data() {
-                Ok(d) => d,
-                Err(_) => continue,
-            },
-            Err(e) => {
-                failure = Some((
-                    S3Error::bad_gateway(format!("reading the object from the store failed: {e}")),
-                    "502",
-                ));
-                break;
-            }
-        };
-        let mut rest = &data[..];
-        while !rest.is_empty() {
-            if current.is_none() {
-                match mover
-                    .staging(ctx.pool, ctx.share, true, ctx.pool_timeout)
-                    .await
-                {
-                    Ok(s) => current = Some((s, 0)),
-                    Err(AcquireError::Pool(e)) => {
-                        failure = Some((S3Error::pool_timeout(e.to_string()), "503"));
-                        break 'outer;
-                    }
-                    Err(AcquireError::Move(e)) => {
-                        failure = Some((S3Error::transfer_failed(e.to_string()), "500"));
-                        break 'outer;
+    if let Some(range) = head.extensions.get::<FileRange>().cloned() {
+        drop(body);
+        failure = from_file(ctx, &mut mover, &range, remote.len, &mut offset).await;
+        if failure.is_none() {
+            crate::metrics::store_direct_bytes(offset);
+        }
+    } else {
+        'outer: while let Some(frame) = body.frame().await {
+            let data = match frame {
+                Ok(f) => match f.into_data() {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                },
+                Err(e) => {
+                    failure = Some((
+                        S3Error::bad_gateway(format!(
+                            "reading the object from the store failed: {e}"
+                        )),
+                        "502",
+                    ));
+                    break;
+                }
+            };
+            let mut rest = &data[..];
+            while !rest.is_empty() {
+                if current.is_none() {
+                    match mover
+                        .staging(ctx.pool, ctx.share, true, ctx.pool_timeout)
+                        .await
+                    {
+                        Ok(s) => current = Some((s, 0)),
+                        Err(AcquireError::Pool(e)) => {
+                            failure = Some((S3Error::pool_timeout(e.to_string()), "503"));
+                            break 'outer;
+                        }
+                        Err(AcquireError::Move(e)) => {
+                            failure = Some((S3Error::transfer_failed(e.to_string()), "500"));
+                            break 'outer;
+                        }
                     }
                 }
-            }
-            let Some((staging, filled)) = current.as_mut() else {
-                break;
-            };
-            let n = rest.len().min(chunk - *filled);
-            let end = offset + (*filled + n) as u64;
-            if end > remote.len {
-                failure = Some((
-                    S3Error::buffer_too_small(format!(
-                        "the object is larger than the {}-byte RDMA buffer",
-                        remote.len
-                    )),
-                    "400",
-                ));
-                break 'outer;
-            }
-            if let Err(e) = staging.write_at(*filled, &rest[..n]) {
-                failure = Some((S3Error::internal(e.to_string()), "500"));
-                break 'outer;
-            }
-            *filled += n;
-            rest = &rest[n..];
-            if *filled == chunk {
-                if let Some((s, len)) = current.take() {
-                    if let Err(e) = post(&mut mover, s, len, &mut offset, depth).await {
-                        failure = Some((S3Error::transfer_failed(e.to_string()), "500"));
-                        break 'outer;
+                let Some((staging, filled)) = current.as_mut() else {
+                    break;
+                };
+                let n = rest.len().min(chunk - *filled);
+                let end = offset + (*filled + n) as u64;
+                if end > remote.len {
+                    failure = Some((
+                        S3Error::buffer_too_small(format!(
+                            "the object is larger than the {}-byte RDMA buffer",
+                            remote.len
+                        )),
+                        "400",
+                    ));
+                    break 'outer;
+                }
+                if let Err(e) = staging.write_at(*filled, &rest[..n]) {
+                    failure = Some((S3Error::internal(e.to_string()), "500"));
+                    break 'outer;
+                }
+                *filled += n;
+                rest = &rest[n..];
+                if *filled == chunk {
+                    if let Some((s, len)) = current.take() {
+                        if let Err(e) = post(&mut mover, s, len, &mut offset, depth).await {
+                            failure = Some((S3Error::transfer_failed(e.to_string()), "500"));
+                            break 'outer;
+                        }
                     }
                 }
             }
@@ -202,6 +220,69 @@ pub(super) async fn run(
     );
     set_request_id(&mut r, request_id);
     Ok(r)
+}
+
+/// Reads `range` from the store's file chunk by chunk straight into
+/// staging buffers (a blocking task each), posting each as it fills; the
+/// failure, if any.
+async fn from_file(
+    ctx: &Transfer<'_>,
+    mover: &mut Mover,
+    range: &FileRange,
+    room: u64,
+    offset: &mut u64,
+) -> Option<(S3Error, &'static str)> {
+    if range.len() > room {
+        return Some((
+            S3Error::buffer_too_small(format!(
+                "the object (or range) is {} bytes, the RDMA buffer {room}",
+                range.len()
+            )),
+            "400",
+        ));
+    }
+    let chunk = ctx.pool.chunk() as u64;
+    while *offset < range.len() {
+        let staging = match mover
+            .staging(ctx.pool, ctx.share, true, ctx.pool_timeout)
+            .await
+        {
+            Ok(s) => s,
+            Err(AcquireError::Pool(e)) => {
+                return Some((S3Error::pool_timeout(e.to_string()), "503"))
+            }
+            Err(AcquireError::Move(e)) => {
+                return Some((S3Error::transfer_failed(e.to_string()), "500"))
+            }
+        };
+        let (at, n) = (*offset, (range.len() - *offset).min(chunk) as usize);
+        let r = range.clone();
+        // The buffer is ours alone (no work request names it) until it is
+        // posted below; a blocking task fills it and hands it back.
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut staging = staging;
+            let read = staging
+                .slice_mut(n)
+                .map_err(std::io::Error::other)
+                .and_then(|buf| r.read_into(at, buf));
+            (staging, read)
+        })
+        .await;
+        let staging = match joined {
+            Ok((s, Ok(()))) => s,
+            Ok((_, Err(e))) => {
+                return Some((
+                    S3Error::bad_gateway(format!("reading the object from the store failed: {e}")),
+                    "502",
+                ))
+            }
+            Err(e) => return Some((S3Error::internal(e.to_string()), "500")),
+        };
+        if let Err(e) = post(mover, staging, n, offset, ctx.depth).await {
+            return Some((S3Error::transfer_failed(e.to_string()), "500"));
+        }
+    }
+    None
 }
 
 /// Posts one chunk at `offset`, then retires the oldest write once `depth`

@@ -186,6 +186,17 @@ impl Staging {
             .write_at(at, data)
     }
 
+    /// The first `len` bytes, to fill in place (the store reading an
+    /// object straight into the buffer). Only a buffer no posted work
+    /// request names is in a [`Staging`] the caller holds mutably.
+    pub fn slice_mut(&mut self, len: usize) -> hipobj_fabric::Result<&mut [u8]> {
+        self.buf
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("a staging permit without a buffer"))
+            .buf_mut()
+            .slice_mut(0, len)
+    }
+
     /// Withdraws the buffer from the pool for good: a work request that was
     /// never completed or flushed may still name it, so it is neither
     /// reused nor deregistered (its memory stays allocated and registered

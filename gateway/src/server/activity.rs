@@ -169,6 +169,7 @@ pub(super) struct InFlight(Arc<Activity>);
 impl InFlight {
     pub(super) fn start(activity: &Arc<Activity>) -> InFlight {
         activity.request_started();
+        crate::metrics::http_request_in_flight(true);
         InFlight(activity.clone())
     }
 }
@@ -176,6 +177,7 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.request_done();
+        crate::metrics::http_request_in_flight(false);
     }
 }
 
