@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::error::{Error, OpError, Result};
 use crate::instance::Instance;
 use crate::options::Options;
-use crate::platform::gpu::HipRuntime;
+use crate::platform::gpu::{HipRuntime, MemoryType};
 use crate::platform::system::system_platform;
 use crate::platform::Platform;
 use crate::transfer::{self, S3Ops, SyncDirection};
@@ -165,6 +165,24 @@ impl Hipobj {
                 .register(&i.device, &i.platform.hip, &i.options, addr, size)?
         };
         Ok(i.buffers.find(addr)?.gpu().cloned())
+    }
+
+    /// The GPU runtime and device that own `[addr, addr + size)`, if a GPU
+    /// runtime the library loaded (HIP or CUDA, whichever knows the
+    /// pointer) reports the whole range as device memory of one
+    /// allocation. [`register`](Self::register) takes memory no runtime
+    /// knows as host memory; a caller that holds a device pointer (a DLPack
+    /// tensor on `kDLCUDA` or `kDLROCM`) checks here first, so such a
+    /// pointer is never registered, read or written as host memory.
+    pub fn device_memory(&self, addr: usize, size: usize) -> Option<(&'static str, i32)> {
+        let gpus = &self.inst.platform.hip;
+        let gpu = gpus.owner(addr).unwrap_or_else(|| gpus.clone());
+        let a = gpu.pointer_attributes(addr).ok()?;
+        let inside = addr >= a.base
+            && (addr - a.base)
+                .checked_add(size)
+                .is_some_and(|end| end <= a.size);
+        (a.memory_type == MemoryType::Device && inside).then(|| (gpu.name(), a.device))
     }
 
     /// Registers GPU (or host) memory by address, through hipObject's three

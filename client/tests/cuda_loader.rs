@@ -414,6 +414,27 @@ fn dmabuf_path_registers_the_export_and_a_get_lands_on_the_gpu() {
     assert_eq!(stub.ctx_depth(), 0);
 }
 
+/// `Hipobj::device_memory`: the whole range inside one device allocation
+/// names its runtime and device; host memory, pinned host memory, a range
+/// running past the allocation, and managed memory do not.
+#[test]
+fn device_memory_is_what_the_runtime_calls_device_memory() {
+    let stub = Stub::new("device-memory");
+    let lib = cuda_lib(&stub, false, true, Options::default());
+    let dev = stub.alloc_device(ALLOC, 1);
+    assert_eq!(lib.device_memory(dev, ALLOC), Some(("CUDA", 1)));
+    assert_eq!(lib.device_memory(dev + 100, ALLOC - 100), Some(("CUDA", 1)));
+    assert_eq!(
+        lib.device_memory(dev + 100, ALLOC - 99),
+        None,
+        "past the end"
+    );
+    let host = vec![0u8; 4096];
+    assert_eq!(lib.device_memory(host.as_ptr() as usize, host.len()), None);
+    let managed = stub.alloc_managed(ALLOC);
+    assert_eq!(lib.device_memory(managed, ALLOC), None);
+}
+
 #[test]
 fn a_failed_export_falls_back_to_a_plain_mr() {
     let stub = Stub::new("export-fails");

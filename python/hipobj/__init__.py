@@ -7,7 +7,8 @@
 
 :class:`Client` moves objects between S3 and any object with the buffer
 protocol (bytearray, memoryview, mmap, numpy arrays; writable for GET) or a
-DLPack CPU tensor (torch), by RDMA when the server speaks it (the server
+DLPack tensor (torch CPU tensors; GPU tensors where the client library has the
+GPU runtime), by RDMA when the server speaks it (the server
 writes or reads the memory itself), else in plain HTTP bodies into the same
 memory. The GIL is released while bytes move. Buffers are registered once
 and cached; a registration is released when the program drops the buffer

@@ -10,7 +10,8 @@ class _DLPack(Protocol):
     def __dlpack_device__(self) -> Tuple[int, int]: ...
 
 # Any object with the buffer protocol (bytearray, memoryview, mmap, numpy
-# arrays; C-contiguous) or a DLPack CPU tensor (torch).
+# arrays; C-contiguous) or a DLPack tensor: host memory (torch CPU tensors) or,
+# where the client library has the GPU runtime, kDLCUDA / kDLROCM device memory.
 BufferLike = Any
 Range = Union[Tuple[int, int], str]
 

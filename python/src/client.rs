@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use hipobj::{Config, Hipobj};
 use hipobj_s3::{ClientConfig, Error, ListOptions, S3Client};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -67,6 +67,24 @@ impl Client {
         length: Option<usize>,
     ) -> PyResult<Held> {
         let view = View::of_arg(obj, what, write)?;
+        if let (Some(gpu), None) = (view.gpu, self.cache()) {
+            // Without the client library there is no GPU runtime to copy
+            // with, and the plain path reads and writes the pointer itself.
+            return Err(PyTypeError::new_err(format!(
+                "{what}: the DLPack tensor of {} bytes is on {gpu}: GPU memory moves only \
+                 through the client library and its GPU runtime, which this client does not \
+                 have ({})",
+                view.len,
+                self.rdma_error
+                    .as_deref()
+                    .unwrap_or("RDMA was turned off (rdma=False)")
+            )));
+        }
+        if let (Some(gpu), Some(cache)) = (view.gpu, self.cache()) {
+            if !cache.is_device_memory(view.addr, view.len) {
+                return Err(crate::memory::unknown_gpu_memory(gpu, view.len));
+            }
+        }
         let room = view.len.checked_sub(offset).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "offset {offset} is past the end of {what} ({} bytes)",

@@ -1,10 +1,13 @@
 //! DLPack tensors (`__dlpack__`, the unversioned capsule every producer
-//! still offers): the memory of a CPU tensor, kept alive by the managed
-//! tensor until this export is dropped.
+//! still offers): the memory of a host or GPU tensor, kept alive by the
+//! managed tensor until this export is dropped.
 //!
-//! The device is the capsule's own (`DLTensor.device`), whatever
-//! `__dlpack_device__` said: a tensor in GPU memory (`kDLCUDA`, `kDLROCM`,
-//! managed memory, ...) is refused with a `TypeError` that names it, its
+//! The device is the capsule's own (`DLTensor.device`) where it and
+//! `__dlpack_device__` differ. Host memory (`kDLCPU`, pinned `kDLCUDAHost`,
+//! `kDLROCMHost`) is host memory; a `kDLCUDA` or `kDLROCM` tensor is GPU
+//! memory, which the caller must have the client library's GPU runtime
+//! confirm before registering it ([`Gpu`]); anything else (managed memory,
+//! OpenCL, Vulkan, ...) is refused with a `TypeError` that names it, its
 //! capsule consumed and released, before anything reads its pointer.
 
 use std::ffi::{c_void, CStr};
@@ -17,6 +20,27 @@ const USED: &CStr = c"used_dltensor";
 
 /// `kDLCPU`, `kDLCUDAHost` (pinned host memory), `kDLROCMHost`.
 const HOST_DEVICES: [i32; 3] = [1, 3, 11];
+/// `kDLCUDA`, `kDLROCM`: device memory the client library's GPU runtimes
+/// (CUDA, HIP) can register.
+const GPU_DEVICES: [i32; 2] = [2, 10];
+
+/// The GPU a DLPack tensor says its memory is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gpu {
+    pub device_type: i32,
+    pub device_id: i32,
+}
+
+impl std::fmt::Display for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} device {}",
+            device_name(self.device_type),
+            self.device_id
+        )
+    }
+}
 
 /// DLPack's name of a device type.
 fn device_name(device_type: i32) -> String {
@@ -44,10 +68,9 @@ fn device_name(device_type: i32) -> String {
 /// The error for a tensor that is not in host memory.
 fn not_host(device_type: i32, device_id: i32, len: usize) -> PyErr {
     PyTypeError::new_err(format!(
-        "the DLPack tensor of {len} bytes is on {} device {device_id}, not in host memory: hipobj \
-         moves host memory only (hipobj-s3 reads and writes its buffers for checksums and \
-         the plain-HTTP fallback; GPU memory is not registered through the Python package \
-         yet); copy it to the CPU first (tensor.cpu(), pinned for speed)",
+        "the DLPack tensor of {len} bytes is on {} device {device_id}, not in host memory or \
+         on a GPU hipobj registers (kDLCUDA, kDLROCM); copy it to the CPU or a GPU first \
+         (tensor.cpu(), pinned for speed)",
         device_name(device_type)
     ))
 }
@@ -115,8 +138,9 @@ impl Drop for DlPackExport {
     }
 }
 
-/// The host memory of a DLPack tensor: (address, bytes, export).
-pub fn export(obj: &Bound<'_, PyAny>) -> PyResult<(usize, usize, DlPackExport)> {
+/// The memory of a DLPack tensor: (address, bytes, the GPU it is on, if
+/// any, export).
+pub fn export(obj: &Bound<'_, PyAny>) -> PyResult<(usize, usize, Option<Gpu>, DlPackExport)> {
     // What the producer says, checked against its capsule below.
     let said: Option<(i32, i32)> = obj
         .call_method0("__dlpack_device__")
@@ -178,8 +202,15 @@ pub fn export(obj: &Bound<'_, PyAny>) -> PyResult<(usize, usize, DlPackExport)> 
             .ok_or_else(|| PyValueError::new_err("DLPack data pointer overflows"))?;
         (addr, len, device, compact)
     };
+    // The capsule's device first: it wins over what the producer said.
+    let mut gpu = None;
     for (device_type, device_id) in [Some(device), said].into_iter().flatten() {
-        if !HOST_DEVICES.contains(&device_type) {
+        if GPU_DEVICES.contains(&device_type) {
+            gpu.get_or_insert(Gpu {
+                device_type,
+                device_id,
+            });
+        } else if !HOST_DEVICES.contains(&device_type) {
             // `ex` releases the tensor (its deleter runs) as this returns.
             return Err(not_host(device_type, device_id, len));
         }
@@ -189,7 +220,7 @@ pub fn export(obj: &Bound<'_, PyAny>) -> PyResult<(usize, usize, DlPackExport)> 
             "the DLPack tensor is not C-contiguous: call .contiguous() first",
         ));
     }
-    Ok((addr, len, ex))
+    Ok((addr, len, gpu, ex))
 }
 
 /// Whether `strides` (in elements) are those of a compact row-major

@@ -2,7 +2,7 @@
 //!
 //! **Exports.** A [`View`] is an export of an object's memory: a buffer
 //! protocol export (`PyObject_GetBuffer`; bytearray, memoryview, mmap,
-//! numpy arrays, ...) or a consumed DLPack capsule (torch CPU tensors). While
+//! numpy arrays, ...) or a consumed DLPack capsule (torch CPU or GPU tensors). While
 //! an export lives the exporter keeps the memory allocated and in place: a
 //! bytearray refuses to resize, an mmap to close, a numpy array holds its
 //! data, a DLPack producer its storage.
@@ -34,7 +34,7 @@ use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyMemoryView;
 
-use crate::dlpack::{self, DlPackExport};
+use crate::dlpack::{self, DlPackExport, Gpu};
 
 /// The largest registration the client library takes.
 const MAX_REGISTRATION: usize = hipobj::buffer::MAX_BUFFER_SIZE;
@@ -56,6 +56,9 @@ pub struct View {
     pub contiguous: bool,
     /// Row-major, as the bytes of an object land in it.
     pub c_contiguous: bool,
+    /// A DLPack tensor on a GPU: its memory is never read or written by
+    /// the CPU, only registered once a GPU runtime confirms it.
+    pub gpu: Option<Gpu>,
     _export: Export,
 }
 
@@ -71,24 +74,26 @@ impl View {
                     writable: !b.readonly(),
                     contiguous: c || f,
                     c_contiguous: c,
+                    gpu: None,
                     _export: Export::Buffer(b),
                 })
             }
             Err(e) if obj.hasattr("__dlpack__").unwrap_or(false) => {
                 drop(e);
-                let (addr, len, ex) = dlpack::export(obj)?;
+                let (addr, len, gpu, ex) = dlpack::export(obj)?;
                 Ok(View {
                     addr,
                     len,
                     writable: true,
                     contiguous: true,
                     c_contiguous: true,
+                    gpu,
                     _export: Export::DlPack(ex),
                 })
             }
             Err(e) => Err(PyTypeError::new_err(format!(
                 "expected an object with the buffer protocol (bytearray, memoryview, mmap, \
-                 numpy array) or a DLPack CPU tensor, got {} ({e})",
+                 numpy array) or a DLPack tensor (host memory, kDLCUDA, kDLROCM), got {} ({e})",
                 type_name(obj)
             ))),
         }
@@ -195,6 +200,16 @@ impl Drop for Entry {
     }
 }
 
+/// The error for a GPU tensor whose memory no GPU runtime of the client
+/// library knows.
+pub fn unknown_gpu_memory(gpu: Gpu, len: usize) -> PyErr {
+    PyTypeError::new_err(format!(
+        "the DLPack tensor of {len} bytes is on {gpu}, but no GPU runtime the client library \
+         loaded knows its memory as device memory (CUDA: libcuda.so.1, HIP: libamdhip64.so; \
+         HIPOBJ_CUDA_LIBRARY and HIPOBJ_HIP_LIBRARY name others): nothing was registered"
+    ))
+}
+
 /// The registrations of one client.
 #[derive(Debug)]
 pub struct Cache {
@@ -223,6 +238,12 @@ impl Cache {
             self.clock.fetch_add(1, Ordering::Relaxed),
             Ordering::Relaxed,
         );
+    }
+
+    /// Whether a GPU runtime of the client library calls `[addr, addr +
+    /// len)` its device memory.
+    pub fn is_device_memory(&self, addr: usize, len: usize) -> bool {
+        self.lib.device_memory(addr, len).is_some()
     }
 
     /// Registrations held.
@@ -357,6 +378,14 @@ impl Cache {
             match idle {
                 Some(i) => victims.push(m.swap_remove(i)),
                 None => break,
+            }
+        }
+        if let Some(gpu) = export.gpu {
+            // Registered as host memory, a device pointer would be read and
+            // written by the CPU: only memory a GPU runtime of the library
+            // calls its own device memory goes on.
+            if self.lib.device_memory(export.addr, export.len).is_none() {
+                return Err(unknown_gpu_memory(gpu, export.len));
             }
         }
         // SAFETY: `export` keeps `[addr, addr + len)` allocated and in place

@@ -2,14 +2,20 @@
  * for testing the loader and every registration path without a GPU.
  * "Device memory" is host memory the stub hands out with stubAllocDevice()
  * and reports as device memory. Every call is logged (stubLog()); settings
- * (stubSet()) make calls fail or copies wait. Calls that need a context
+ * (stubSet()) make calls fail or copies wait. With HIPOBJ_CUDA_STUB_LOG set, each
+ * line is also appended to that file. Calls that need a context
  * fail with CUDA_ERROR_INVALID_CONTEXT unless one is pushed, as the driver
  * does. Built with -DNO_DMABUF_EXPORT it lacks cuMemGetHandleForAddressRange
  * (a driver older than 11.7).
  *
+ * Safe to call from several threads (hipobj cp registers and copies parts
+ * concurrently): the tables and the log are under one lock, and the
+ * current context is per thread, as the driver's is.
+ *
  * Values are CUDA's public cuda.h values, as client/src/platform/cuda/abi.rs
  * states them; stubConst() reports them by name for the constants test. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,22 +75,35 @@ int stubConst(const char *name) {
     return -1;
 }
 
+static pthread_mutex_t big = PTHREAD_MUTEX_INITIALIZER;
+#define LOCK() pthread_mutex_lock(&big)
+#define UNLOCK() pthread_mutex_unlock(&big)
+
 /* ---- the log ---- */
 static char log_buf[1 << 16];
 static size_t log_len;
 static void note(const char *fmt, ...) {
+    LOCK();
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(log_buf + log_len, sizeof log_buf - log_len - 1, fmt, ap);
     va_end(ap);
     if (n > 0 && log_len + (size_t)n + 1 < sizeof log_buf) {
+        /* A process the test cannot call into (hipobj cp) logs to a file. */
+        const char *file = getenv("HIPOBJ_CUDA_STUB_LOG");
+        FILE *f = file ? fopen(file, "a") : NULL;
+        if (f) {
+            fprintf(f, "%s\n", log_buf + log_len);
+            fclose(f);
+        }
         log_len += (size_t)n;
         log_buf[log_len++] = '\n';
         log_buf[log_len] = 0;
     }
+    UNLOCK();
 }
 const char *stubLog(void) { return log_buf; }
-void stubLogClear(void) { log_len = 0; log_buf[0] = 0; }
+void stubLogClear(void) { LOCK(); log_len = 0; log_buf[0] = 0; UNLOCK(); }
 
 /* ---- settings ---- */
 static int init_result, export_result, pending, current = -1, ndevices = 2;
@@ -102,23 +121,34 @@ enum { DEVICE = 1, PINNED = 2, MANAGED = 3 };
 static struct { char *base; size_t size; int kind, device; } allocs[MAX_ALLOCS];
 static int nallocs;
 static int find(CUdeviceptr p) {
+    int found = -1;
+    LOCK();
     for (int i = 0; i < nallocs; i++)
         if (allocs[i].base && (char *)(uintptr_t)p >= allocs[i].base &&
-            (char *)(uintptr_t)p < allocs[i].base + allocs[i].size)
-            return i;
-    return -1;
+            (char *)(uintptr_t)p < allocs[i].base + allocs[i].size) {
+            found = i;
+            break;
+        }
+    UNLOCK();
+    return found;
 }
 static char *alloc(size_t size, int kind, int device) {
-    if (nallocs == MAX_ALLOCS) return NULL;
     size_t rounded = (size + 65535) & ~(size_t)65535;
     char *p = aligned_alloc(65536, rounded); /* CUDA aligns allocations too */
     if (!p) return NULL;
     memset(p, 0, rounded);
+    LOCK();
+    if (nallocs == MAX_ALLOCS) {
+        UNLOCK();
+        free(p);
+        return NULL;
+    }
     allocs[nallocs].base = p;
     allocs[nallocs].size = size;
     allocs[nallocs].kind = kind;
     allocs[nallocs].device = device;
     nallocs++;
+    UNLOCK();
     return p;
 }
 void *stubAllocDevice(size_t size, int device) { return alloc(size, DEVICE, device); }
@@ -135,7 +165,7 @@ static long off(CUdeviceptr p) {
 }
 
 /* ---- contexts ---- */
-static int stack[16], depth;
+static __thread int stack[16], depth;
 static int retained[8], active[8];
 int stubCtxDepth(void) { return depth; }
 int stubRetained(int ordinal) { return retained[ordinal]; }
@@ -168,14 +198,18 @@ int cuDevicePrimaryCtxRetain(void **ctx, int dev) {
     int o = dev - 100;
     if (o < 0 || o >= ndevices) return CUDA_ERROR_INVALID_DEVICE;
     note("cuDevicePrimaryCtxRetain dev=%d", o);
+    LOCK();
     retained[o]++;
     active[o] = 1;
+    UNLOCK();
     *ctx = (void *)(uintptr_t)(0x1000 + o);
     return 0;
 }
 int cuDevicePrimaryCtxRelease_v2(int dev) {
     note("cuDevicePrimaryCtxRelease dev=%d", dev - 100);
+    LOCK();
     retained[dev - 100]--;
+    UNLOCK();
     return 0;
 }
 int cuDevicePrimaryCtxGetState(int dev, unsigned *flags, int *act) {
@@ -234,8 +268,11 @@ int cuMemFreeHost(void *p) {
     int i = find((CUdeviceptr)(uintptr_t)p);
     if (i < 0 || allocs[i].kind != PINNED) return CUDA_ERROR_INVALID_VALUE;
     note("cuMemFreeHost size=%zu", allocs[i].size);
-    free(allocs[i].base);
+    LOCK();
+    char *base = allocs[i].base;
     allocs[i].base = NULL;
+    UNLOCK();
+    free(base);
     return 0;
 }
 int cuMemAlloc_v2(CUdeviceptr *p, size_t size) {
@@ -249,7 +286,9 @@ int cuMemFree_v2(CUdeviceptr p) {
     int i = find(p);
     if (i < 0 || allocs[i].kind != DEVICE) return CUDA_ERROR_INVALID_VALUE;
     note("cuMemFree size=%zu dev=%d", allocs[i].size, CTX_DEVICE);
+    LOCK();
     allocs[i].base = NULL; /* kept allocated: the test may still read it */
+    UNLOCK();
     return 0;
 }
 
@@ -258,21 +297,28 @@ typedef struct { int done; } event;
 static struct { void *dst; const void *src; size_t n; event *ev; } held[64];
 static int nheld;
 void stubCompleteCopies(void) {
+    LOCK();
     for (int i = 0; i < nheld; i++) {
         memmove(held[i].dst, held[i].src, held[i].n);
         if (held[i].ev) held[i].ev->done = 1;
     }
     nheld = 0;
+    UNLOCK();
 }
 static int copy_async(void *dst, const void *src, size_t n, void *stream) {
     if (stream != CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_VALUE;
     if (pending) {
-        if (nheld == 64) return CUDA_ERROR_OUT_OF_MEMORY;
+        LOCK();
+        if (nheld == 64) {
+            UNLOCK();
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         held[nheld].dst = dst;
         held[nheld].src = src;
         held[nheld].n = n;
         held[nheld].ev = NULL;
         nheld++;
+        UNLOCK();
     } else {
         memmove(dst, src, n);
     }
@@ -314,15 +360,24 @@ int cuEventCreate(void **e, unsigned flags) {
 int cuEventRecord(void *e, void *stream) {
     if (stream != CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_VALUE;
     event *ev = e;
+    LOCK();
     if (pending && nheld > 0) held[nheld - 1].ev = ev; /* done with its copy */
     else ev->done = 1;
+    UNLOCK();
     return 0;
 }
-int cuEventQuery(void *e) { return ((event *)e)->done ? 0 : CUDA_ERROR_NOT_READY; }
+int cuEventQuery(void *e) {
+    LOCK();
+    int done = ((event *)e)->done;
+    UNLOCK();
+    return done ? 0 : CUDA_ERROR_NOT_READY;
+}
 int cuEventDestroy_v2(void *e) {
     NEED_CONTEXT();
+    LOCK();
     for (int i = 0; i < nheld; i++)
         if (held[i].ev == e) held[i].ev = NULL;
+    UNLOCK();
     free(e);
     return 0;
 }

@@ -237,6 +237,110 @@ fn cp_spreads_the_parts_round_robin_over_two_nics() {
     assert_eq!(bytes("soft1", "write"), (5 * mib) as f64);
 }
 
+/// `cp --gpu 1` through CUDA device memory, without a GPU: the client
+/// library loads the CUDA stub of the client's tests
+/// (`client/tests/stubs/cuda_stub.c`, compiled here) as `libcuda`, with
+/// no HIP library, so GPU 1 is the stub's second CUDA device. The stub's
+/// "device memory" is host memory it reports as device memory, and it
+/// logs every driver call to a file. Each part's buffer is allocated on
+/// device 1 with `cuMemAlloc`; the software provider cannot reach device
+/// memory (neither dma-buf nor a plain MR), so the library registers a
+/// pinned staging buffer for each, as it would for a NIC without peer
+/// memory. Up: the file goes to the device by host-to-device copies of
+/// exactly its size, and from the device to staging by asynchronous
+/// copies of exactly its size before the RDMA READs; down: staging to the
+/// device by asynchronous copies, the device to the file by device-to-host
+/// copies, each exactly the object's size; byte-exact, by RDMA both ways.
+#[test]
+fn cp_gpu_moves_the_parts_through_cuda_device_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let stub = home.join("libcuda-stub.so");
+    let src_c = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../client/tests/stubs/cuda_stub.c");
+    let cc = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o"])
+        .arg(&stub)
+        .arg(&src_c)
+        .status()
+        .expect("a C compiler (cc) is needed for this test");
+    assert!(cc.success());
+    let log = home.join("cuda.log");
+    let server = test_server(&[]);
+    let (mib, len) = (1usize << 20, (12usize << 20) + 3);
+    let src = home.join("gpu.bin");
+    write_pattern(&src, len, 11);
+    let h = |args: &[&str]| {
+        let mut all = vec!["cp"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--gpu", "1", "--part-size", "5MiB", "--require-rdma"]);
+        let out = Command::new(env!("CARGO_BIN_EXE_hipobj"))
+            .args(&all)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", home)
+            .env("AWS_ENDPOINT_URL", &server.url)
+            .env("AWS_ACCESS_KEY_ID", AK)
+            .env("AWS_SECRET_ACCESS_KEY", SK)
+            .env("HIPOBJ_CUDA_LIBRARY", &stub)
+            .env("HIPOBJ_HIP_LIBRARY", "/nonexistent/libamdhip64.so")
+            .env("HIPOBJ_CUDA_STUB_LOG", &log)
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("run hipobj");
+        ok(out)
+    };
+    ok(hipobj_at(&server.url, home, &["mb", "s3://gpu"]));
+    // The bytes the driver copied by `call` (cuMemcpyHtoD, ...HtoDAsync, ...).
+    let copied = |call: &str| -> usize {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.split_whitespace().next() == Some(call))
+            .map(|l| {
+                let n = l.split_whitespace().find_map(|w| w.strip_prefix("n="));
+                n.expect("n= in the copy's log line")
+                    .parse::<usize>()
+                    .unwrap()
+            })
+            .sum()
+    };
+
+    let up = h(&[src.to_str().unwrap(), "s3://gpu/f"]);
+    assert!(
+        up.contains("3 parts") && up.trim_end().ends_with("path: rdma"),
+        "{up}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let alloc = format!("cuMemAlloc size={} dev=1", 5 * mib);
+    assert_eq!(calls.matches(&alloc).count(), 3, "{calls}");
+    assert_eq!(calls.matches("cuMemHostAlloc").count(), 3, "{calls}");
+    assert_eq!(copied("cuMemcpyHtoD"), len, "file to device: {calls}");
+    assert_eq!(
+        copied("cuMemcpyDtoHAsync"),
+        len,
+        "device to staging: {calls}"
+    );
+    assert_eq!(copied("cuMemcpyHtoDAsync"), 0, "{calls}");
+    std::fs::remove_file(&log).unwrap();
+
+    let back = home.join("back.bin");
+    let down = h(&["s3://gpu/f", back.to_str().unwrap()]);
+    assert!(
+        down.contains("3 parts") && down.trim_end().ends_with("path: rdma"),
+        "{down}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(calls.matches(&alloc).count(), 3, "{calls}");
+    assert_eq!(
+        copied("cuMemcpyHtoDAsync"),
+        len,
+        "staging to device: {calls}"
+    );
+    assert_eq!(copied("cuMemcpyDtoH"), len, "device to file: {calls}");
+    assert_eq!(copied("cuMemcpyHtoD"), 0, "{calls}");
+    assert_cmp(&src, &back);
+}
+
 /// `--addressing-style virtual` against a server with a domain: the bucket
 /// travels in the Host, and the objects still move by RDMA.
 #[test]

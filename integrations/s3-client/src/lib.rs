@@ -39,15 +39,19 @@
 //! client's own (the library's callbacks are synchronous), so parts move in
 //! parallel whatever the caller's runtime.
 //!
-//! The buffers must be host memory that outlives every transfer using it:
-//! registered with [`Hipobj::register_owned`](hipobj::Hipobj::register_owned)
-//! (or `'static` memory), taken as `&Registered<'_, 'static>`. Each transfer
+//! The buffers must be memory that outlives every transfer using it,
+//! registered with the client's library: host memory
+//! ([`Hipobj::register_owned`](hipobj::Hipobj::register_owned), or
+//! `'static` memory) or GPU memory
+//! ([`Hipobj::register_device`](hipobj::Hipobj::register_device)), taken as
+//! `&Registered<'_, 'static>`. Each transfer
 //! holds handles of its own ([`Registered::handle`](hipobj::Registered::handle)),
 //! so a future dropped or leaked (`mem::forget`) mid-transfer never leaves
 //! the server or a blocking thread using freed memory. Checksums and the
 //! fallback read and write the buffers with
 //! [`Registered::read`](hipobj::Registered::read) and
-//! [`write`](hipobj::Registered::write).
+//! [`write`](hipobj::Registered::write), which go through the GPU runtime's
+//! copies for GPU memory.
 //!
 //! ```no_run
 //! use std::sync::Arc;

@@ -189,23 +189,21 @@ impl S3Client {
         Plan::Rdma(ctx.clone())
     }
 
-    /// Checks that the buffer can be read and written by the client: host
-    /// memory registered with the client's library.
+    /// Checks that the buffer can be read and written by the client:
+    /// memory registered with the client's library, host or GPU (the
+    /// checksums and the fallback read and write GPU memory through the
+    /// GPU runtime's copies: [`Registered::read`] and
+    /// [`Registered::write`]).
     fn check_buffer(&self, reg: &Registered<'_, '_>) -> Result<()> {
         let Some(lib) = &self.inner.cfg.rdma_memory else {
             return Ok(());
         };
-        let entry = lib.instance().buffers.find(reg.addr()).map_err(|_| {
+        lib.instance().buffers.find(reg.addr()).map_err(|_| {
             Error::InvalidArgument(format!(
                 "the buffer at {:#x} is not registered with the client's library",
                 reg.addr()
             ))
         })?;
-        if entry.kind != hipobj::buffer::Registration::Host {
-            return Err(Error::InvalidArgument(
-                "the buffer is not host memory: register it with Hipobj::register_owned".into(),
-            ));
-        }
         Ok(())
     }
 
