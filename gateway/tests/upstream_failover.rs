@@ -21,7 +21,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use s3s::auth::SimpleAuth;
 use s3s::service::S3ServiceBuilder;
-use tokio::io::AsyncReadExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -110,8 +110,8 @@ fn dead_addr() -> SocketAddr {
 }
 
 /// A TCP relay to `target` whose first `bad` connections are closed once
-/// the request's first bytes arrive (before any answer); counts
-/// connections.
+/// the request's first bytes arrive (before any answer); counts the
+/// connections that carried a request.
 async fn flaky_relay(target: SocketAddr, bad: usize) -> (SocketAddr, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -119,15 +119,22 @@ async fn flaky_relay(target: SocketAddr, bad: usize) -> (SocketAddr, Arc<AtomicU
     let seen = Arc::clone(&count);
     tokio::spawn(async move {
         while let Ok((mut client, _)) = listener.accept().await {
-            let n = seen.fetch_add(1, Ordering::SeqCst);
+            let seen = Arc::clone(&seen);
             tokio::spawn(async move {
-                if n < bad {
-                    let mut buf = [0u8; 16];
-                    let _ = client.read(&mut buf).await;
+                // A connection counts once a request starts on it: the
+                // client's pool may open one it never uses (a connect that
+                // lost the race to a connection freed meanwhile).
+                let mut buf = [0u8; 16];
+                let got = match client.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                if seen.fetch_add(1, Ordering::SeqCst) < bad {
                     drop(client);
                     return;
                 }
                 let mut server = TcpStream::connect(target).await.unwrap();
+                server.write_all(&buf[..got]).await.unwrap();
                 let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
             });
         }
