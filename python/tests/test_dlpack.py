@@ -151,6 +151,23 @@ def test_the_capsule_wins_over_dlpack_device(client, bucket):
 STUB_SRC = os.path.join(ROOT, "client", "tests", "stubs", "cuda_stub.c")
 
 
+def cuda_client(endpoint, so, **kw):
+    """A client whose library loads `so` as libcuda, and no HIP library
+    (the variables are read when the client is made, then restored)."""
+    names = ("HIPOBJ_CUDA_LIBRARY", "HIPOBJ_HIP_LIBRARY")
+    saved = {k: os.environ.get(k) for k in names}
+    os.environ["HIPOBJ_CUDA_LIBRARY"] = str(so)
+    os.environ["HIPOBJ_HIP_LIBRARY"] = "/nonexistent/libamdhip64.so"
+    try:
+        return make_client(endpoint, **kw)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 @pytest.fixture(scope="module")
 def cuda(server, tmp_path_factory):
     so = tmp_path_factory.mktemp("cuda") / "libcuda-stub.so"
@@ -159,17 +176,7 @@ def cuda(server, tmp_path_factory):
     stub.stubAllocDevice.restype = ctypes.c_void_p
     stub.stubAllocDevice.argtypes = [ctypes.c_size_t, ctypes.c_int]
     stub.stubLog.restype = ctypes.c_char_p
-    saved = {k: os.environ.get(k) for k in ("HIPOBJ_CUDA_LIBRARY", "HIPOBJ_HIP_LIBRARY")}
-    os.environ["HIPOBJ_CUDA_LIBRARY"] = str(so)
-    os.environ["HIPOBJ_HIP_LIBRARY"] = "/nonexistent/libamdhip64.so"
-    try:
-        c = make_client(server, part_size=5 * MIB)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    c = cuda_client(server, so, part_size=5 * MIB)
     assert c.rdma_available, c.rdma_error
     yield c, stub
     c.close()
@@ -235,17 +242,7 @@ def test_a_cuda_tensor_through_the_http_fallback(cuda, bucket, proxy_factory):
     touching the device pointer."""
     c, stub = cuda
     p = proxy_factory(strip_rdma=True)
-    so = os.environ.get("HIPOBJ_CUDA_LIBRARY")
-    os.environ["HIPOBJ_CUDA_LIBRARY"] = stub._name
-    os.environ["HIPOBJ_HIP_LIBRARY"] = "/nonexistent/libamdhip64.so"
-    try:
-        plain = make_client(p.url)
-    finally:
-        os.environ.pop("HIPOBJ_HIP_LIBRARY", None)
-        if so is None:
-            os.environ.pop("HIPOBJ_CUDA_LIBRARY", None)
-        else:
-            os.environ["HIPOBJ_CUDA_LIBRARY"] = so
+    plain = cuda_client(p.url, stub._name)
     try:
         n = 256 * 1024 + 8
         src = np.random.default_rng(7).integers(0, 255, n, dtype=np.uint8)

@@ -21,18 +21,24 @@ fn test_server(extra: &[&str]) -> ServerProc {
     hipobj_testkit::test_server(&workspace_bin("hipobj-test-server"), &args)
 }
 
-/// Runs `hipobj` with the endpoint and test credentials in the
-/// environment, and a home without AWS files.
-fn hipobj_at(url: &str, home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hipobj"))
-        .args(args)
-        .env_clear()
+/// `hipobj` with the endpoint and test credentials in the environment,
+/// a home without AWS files, and nothing else of the test's environment.
+fn hipobj_cmd(url: &str, home: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipobj"));
+    cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
         .env("AWS_ENDPOINT_URL", url)
         .env("AWS_ACCESS_KEY_ID", AK)
         .env("AWS_SECRET_ACCESS_KEY", SK)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
+/// Runs [`hipobj_cmd`] with `args`.
+fn hipobj_at(url: &str, home: &Path, args: &[&str]) -> Output {
+    hipobj_cmd(url, home)
+        .args(args)
         .output()
         .expect("run hipobj")
 }
@@ -196,16 +202,9 @@ fn cp_spreads_the_parts_round_robin_over_two_nics() {
             "5MiB",
             "--require-rdma",
         ]);
-        let out = Command::new(env!("CARGO_BIN_EXE_hipobj"))
+        let out = hipobj_cmd(&server.url, home)
             .args(&all)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", home)
-            .env("AWS_ENDPOINT_URL", &server.url)
-            .env("AWS_ACCESS_KEY_ID", AK)
-            .env("AWS_SECRET_ACCESS_KEY", SK)
             .env("HIPOBJ_SOFT_ADDRS", ADDRS)
-            .env("RUST_LOG", "warn")
             .output()
             .expect("run hipobj");
         ok(out)
@@ -273,18 +272,11 @@ fn cp_gpu_moves_the_parts_through_cuda_device_memory() {
         let mut all = vec!["cp"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["--gpu", "1", "--part-size", "5MiB", "--require-rdma"]);
-        let out = Command::new(env!("CARGO_BIN_EXE_hipobj"))
+        let out = hipobj_cmd(&server.url, home)
             .args(&all)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", home)
-            .env("AWS_ENDPOINT_URL", &server.url)
-            .env("AWS_ACCESS_KEY_ID", AK)
-            .env("AWS_SECRET_ACCESS_KEY", SK)
             .env("HIPOBJ_CUDA_LIBRARY", &stub)
             .env("HIPOBJ_HIP_LIBRARY", "/nonexistent/libamdhip64.so")
             .env("HIPOBJ_CUDA_STUB_LOG", &log)
-            .env("RUST_LOG", "warn")
             .output()
             .expect("run hipobj");
         ok(out)
