@@ -1,7 +1,9 @@
 //! Soft RDMA WRITE and READ of 1 GiB against a plain TCP loopback copy of
-//! the same bytes, in one run. `cargo bench -p hipobj-fabric --bench soft_vs_tcp`
-//! (set `BENCH_BYTES` to change the size, `BENCH_RUNS` the repetitions).
-//! Results go in docs/benchmarks.md.
+//! the same bytes, in one run; then the round trip of a small WRITE (post
+//! to completion) against a TCP ping-pong of the same size.
+//! `cargo bench -p hipobj-fabric --bench soft_vs_tcp` (set `BENCH_BYTES` to
+//! change the size, `BENCH_RUNS` the repetitions, `BENCH_SMALL_BYTES` and
+//! `BENCH_SMALL_COUNT` the round trips). Results go in docs/benchmarks.md.
 
 #![forbid(unsafe_code)]
 
@@ -50,6 +52,43 @@ fn tcp_copy(src: &[u8], dst: &mut [u8]) -> Duration {
     })
 }
 
+/// Plain TCP round trips: `size` bytes one way, a 1-byte answer back
+/// (what a WRITE and its ACK carry), between two threads; each timed.
+fn tcp_ping_pong(size: usize, count: usize) -> Vec<Duration> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            conn.set_nodelay(true).unwrap();
+            let mut buf = vec![0u8; size];
+            for _ in 0..count {
+                conn.read_exact(&mut buf).unwrap();
+                conn.write_all(&[1]).unwrap();
+            }
+        });
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_nodelay(true).unwrap();
+        let msg = vec![7u8; size];
+        let mut ack = [0u8; 1];
+        (0..count)
+            .map(|_| {
+                let start = Instant::now();
+                c.write_all(&msg).unwrap();
+                c.read_exact(&mut ack).unwrap();
+                start.elapsed()
+            })
+            .collect()
+    })
+}
+
+/// The `q`-quantile of `v` (sorted here), in microseconds.
+fn quantile_us(v: &mut [Duration], q: f64) -> f64 {
+    v.sort_unstable();
+    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+    v[i].as_secs_f64() * 1e6
+}
+
 struct Side {
     cq: CompletionQueue,
     qp: QueuePair,
@@ -71,8 +110,15 @@ fn side(dev: &hipobj_fabric::Device, pd: &hipobj_fabric::ProtectionDomain) -> Si
 }
 
 /// WRITE and READ times of `bytes` between two soft devices, with the
-/// same-host path on (`cma`) or off.
-fn soft(bytes: usize, runs: usize, cma: bool) -> (Duration, Duration) {
+/// same-host path on (`cma`) or off, and then the times of `small_count`
+/// WRITEs of `small` bytes, one at a time.
+fn soft(
+    bytes: usize,
+    runs: usize,
+    cma: bool,
+    small: usize,
+    small_count: usize,
+) -> (Duration, Duration, Vec<Duration>) {
     let p = SoftProvider::new(
         vec![Ipv4Addr::LOCALHOST],
         SoftConfig {
@@ -94,11 +140,11 @@ fn soft(bytes: usize, runs: usize, cma: bool) -> (Duration, Duration) {
         addr: remote.mr().addr(),
         rkey: remote.mr().rkey(),
     };
-    let run = |op: SendOp| {
+    let run_len = |op: SendOp, len: usize| {
         let wr = SendWr {
             wr_id: 1,
             op,
-            sg_list: vec![local.sge(0, bytes as u32).unwrap()],
+            sg_list: vec![local.sge(0, len as u32).unwrap()],
             signaled: true,
             dc: None,
         };
@@ -108,6 +154,7 @@ fn soft(bytes: usize, runs: usize, cma: bool) -> (Duration, Duration) {
         assert_eq!(wc.status, WcStatus::Success);
         start.elapsed()
     };
+    let run = |op: SendOp| run_len(op, bytes);
     let write = (0..runs)
         .map(|_| run(SendOp::RdmaWrite(target)))
         .min()
@@ -125,8 +172,11 @@ fn soft(bytes: usize, runs: usize, cma: bool) -> (Duration, Duration) {
         pattern::first_mismatch(local.buf(), 0, bytes, 3).unwrap(),
         None
     );
+    let small_times = (0..small_count)
+        .map(|_| run_len(SendOp::RdmaWrite(target), small.min(bytes)))
+        .collect();
     drop(b);
-    (write, read)
+    (write, read, small_times)
 }
 
 fn main() {
@@ -142,8 +192,11 @@ fn main() {
     assert!(src == dst, "TCP copy corrupted data");
     drop((src, dst));
 
-    let (write_tcp, read_tcp) = soft(bytes, runs, false);
-    let (write, read) = soft(bytes, runs, true);
+    let small = env_usize("BENCH_SMALL_BYTES", 4096);
+    let small_count = env_usize("BENCH_SMALL_COUNT", 2000);
+    let mut ping = tcp_ping_pong(small, small_count);
+    let (write_tcp, read_tcp, mut small_tcp) = soft(bytes, runs, false, small, small_count);
+    let (write, read, mut small_cma) = soft(bytes, runs, true, small, small_count);
     let cma = hipobj_fabric::soft::cma_bytes() > 0;
 
     println!();
@@ -161,6 +214,27 @@ fn main() {
             d.as_secs_f64(),
             gib_per_s(bytes, d),
             tcp.as_secs_f64() / d.as_secs_f64()
+        );
+    }
+    println!();
+    println!("{small_count} round trips of {small} bytes, one at a time:");
+    println!();
+    println!("| path | p50 (µs) | p99 (µs) | p50 ratio to TCP |");
+    println!("|---|---|---|---|");
+    let ping_p50 = quantile_us(&mut ping, 0.5);
+    for (name, v) in [
+        ("TCP ping-pong (the bytes, a 1-byte answer)", &mut ping),
+        ("soft RDMA WRITE to completion, TCP stream", &mut small_tcp),
+        (
+            "soft RDMA WRITE to completion, same-host path on",
+            &mut small_cma,
+        ),
+    ] {
+        let p50 = quantile_us(v, 0.5);
+        println!(
+            "| {name} | {p50:.1} | {:.1} | {:.2} |",
+            quantile_us(v, 0.99),
+            p50 / ping_p50
         );
     }
     if !cma {
