@@ -99,6 +99,7 @@ impl ProtectionDomain {
         Ok(MemoryRegion {
             ops,
             _pd: self.clone(),
+            _memory: None,
         })
     }
 
@@ -115,6 +116,7 @@ impl ProtectionDomain {
         Ok(MemoryRegion {
             ops,
             _pd: self.clone(),
+            _memory: None,
         })
     }
 
@@ -180,8 +182,14 @@ impl ProtectionDomain {
 /// A registered memory region; deregistered on drop.
 #[derive(Debug)]
 pub struct MemoryRegion {
+    // Fields drop in order: the region is deregistered, then the memory it
+    // keeps alive (if any) is released.
     ops: Box<dyn MrOps>,
     _pd: ProtectionDomain,
+    /// The memory the region covers, where the region owns a share of it
+    /// ([`RegisteredBuffer::into_parts`]): released only after the
+    /// deregistration, whoever drops last.
+    _memory: Option<Arc<HostBuffer>>,
 }
 
 impl MemoryRegion {
@@ -531,8 +539,14 @@ impl RegisteredBuffer {
     pub fn sge(&self, offset: u64, len: u32) -> Result<Sge> {
         self.mr.sge(offset, len)
     }
-    /// Splits into the region and the memory; drop the region first.
-    pub fn into_parts(self) -> (MemoryRegion, HostBuffer) {
-        (self.mr, self.buf)
+    /// Splits into the region and a shared handle on the memory. The region
+    /// keeps a share of the memory, so that the memory is freed only once
+    /// the region has been deregistered, whichever of the two is dropped
+    /// first: a device access can never land in freed memory.
+    pub fn into_parts(self) -> (MemoryRegion, Arc<HostBuffer>) {
+        let RegisteredBuffer { mut mr, buf } = self;
+        let memory = Arc::new(buf);
+        mr._memory = Some(Arc::clone(&memory));
+        (mr, memory)
     }
 }

@@ -389,6 +389,37 @@ fn rkeys_are_random_unique_and_dead_after_deregistration() {
     assert_remote_access_error(&a, &b, wc);
 }
 
+/// The memory split from its region (`RegisteredBuffer::into_parts`) stays
+/// allocated while the region lives, whichever is dropped first: a WRITE
+/// after the caller dropped its handle lands in live memory, and the
+/// memory goes with the region's deregistration.
+fn memory_split_from_its_region_lives_until_the_region_is_gone() {
+    let p = fast_provider();
+    let (a, b) = (End::new(&p), End::new(&p));
+    connect(&a, &b);
+    let remote = b.buffer(4096, RW);
+    let (rkey, addr) = (remote.mr().rkey(), remote.mr().addr());
+    let (mr, mem) = remote.into_parts();
+    let kept = std::sync::Arc::downgrade(&mem);
+    drop(mem);
+    let mut src = a.buffer(64, RW);
+    pattern::fill_buffer(src.buf_mut(), 0, 64, 4).unwrap();
+    let wr = SendWr {
+        wr_id: 11,
+        op: SendOp::RdmaWrite(RemoteAddr { addr, rkey }),
+        sg_list: vec![src.sge(0, 64).unwrap()],
+        signaled: true,
+        dc: None,
+    };
+    a.qp.post_send(&wr).unwrap();
+    assert_eq!(a.wait().status, WcStatus::Success);
+    let live = kept.upgrade().expect("the region keeps its memory");
+    assert_eq!(pattern::first_mismatch(&live, 0, 64, 4).unwrap(), None);
+    drop(live);
+    drop(mr);
+    assert!(kept.upgrade().is_none(), "the memory outlived its region");
+}
+
 fn deregistration_waits_for_placements_and_nothing_lands_after() {
     let p = default_provider();
     let (a, b) = (End::new(&p), End::new(&p));
@@ -607,6 +638,7 @@ both_paths!(
     send_queue_depth_is_enforced,
     rkeys_are_random_unique_and_dead_after_deregistration,
     deregistration_waits_for_placements_and_nothing_lands_after,
+    memory_split_from_its_region_lives_until_the_region_is_gone,
     write_with_immediate_and_send_consume_receives,
     send_without_receive_exhausts_rnr_retries,
     send_longer_than_the_receive_is_an_invalid_request,

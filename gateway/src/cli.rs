@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{KeyPair, RdmaConfig, ServerConfig, UpstreamConfig, UpstreamOptions};
+use crate::config::{KeyPair, RdmaConfig, ServerConfig, Tenant, UpstreamConfig, UpstreamOptions};
 use crate::credentials_file::{self, CredentialsFileError};
 use crate::upstream::{CaCerts, CaFileError};
 
@@ -353,11 +353,12 @@ impl CommonArgs {
     /// The client credentials: the pair of --access-key/--secret-key, then
     /// those of --credentials-file (read here; a file that cannot be read,
     /// a malformed line or an access key given twice is an error).
-    pub fn credentials(&self) -> Result<Vec<KeyPair>, ConfigError> {
-        let mut pairs = vec![KeyPair {
+    pub fn credentials(&self) -> Result<Vec<Tenant>, ConfigError> {
+        let mut pairs: Vec<Tenant> = vec![KeyPair {
             access_key: self.access_key.clone(),
             secret_key: self.secret_key.clone(),
-        }];
+        }
+        .into()];
         if let Some(path) = &self.credentials_file {
             pairs.extend(credentials_file::read(path, &[&self.access_key])?);
         }
@@ -413,6 +414,35 @@ pub fn init_tracing(format: LogFormat) {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),
     }
+}
+
+/// Reloads the credentials (`--access-key` and `--credentials-file`) into
+/// `engine` on each SIGHUP, until the runtime stops. Requests in flight
+/// keep the keys they started with; a file that cannot be used (unreadable,
+/// a bad line, a wrong owner or mode) leaves the keys in force and logs
+/// why. Installed before the server starts, so that a SIGHUP never kills
+/// the process (its default action).
+pub fn reload_credentials_on_sighup(
+    engine: std::sync::Arc<crate::engine::Engine>,
+    common: CommonArgs,
+) -> std::io::Result<()> {
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            let outcome = common
+                .credentials()
+                .map_err(|e| e.to_string())
+                .and_then(|t| {
+                    let n = t.len();
+                    engine.set_credentials(&t).map(|()| n).map_err(|e| e.to_string())
+                });
+            match outcome {
+                Ok(n) => tracing::info!(keys = n, "SIGHUP: credentials reloaded"),
+                Err(why) => tracing::error!(%why, "SIGHUP: credentials not reloaded; the keys in force stay"),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Ctrl-C or SIGTERM: stop accepting, and finish what is in flight.
@@ -662,7 +692,7 @@ mod tests {
             .credentials()
             .unwrap()
             .into_iter()
-            .map(|k| (k.access_key, k.secret_key))
+            .map(|k| (k.keys.access_key, k.keys.secret_key))
             .collect();
         assert_eq!(
             keys,

@@ -47,6 +47,26 @@ impl std::fmt::Debug for KeyPair {
     }
 }
 
+/// A tenant: the key pair it signs with, and what it may reach.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tenant {
+    /// The access key and secret clients sign with.
+    pub keys: KeyPair,
+    /// The buckets it may reach and the store identity it reaches them as.
+    pub policy: crate::tenancy::Policy,
+}
+
+impl From<KeyPair> for Tenant {
+    /// An unrestricted tenant: every bucket, as the gateway's store
+    /// identity.
+    fn from(keys: KeyPair) -> Tenant {
+        Tenant {
+            keys,
+            policy: crate::tenancy::Policy::unrestricted(),
+        }
+    }
+}
+
 /// Where the objects live.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpstreamConfig {
@@ -279,8 +299,8 @@ pub struct EngineConfig {
     pub listen: SocketAddr,
     /// The region requests are signed for.
     pub region: String,
-    /// Credentials clients sign with.
-    pub credentials: Vec<KeyPair>,
+    /// Credentials clients sign with, each tenant's with its policy.
+    pub credentials: Vec<Tenant>,
     /// Clock skew allowed on signed requests.
     pub max_skew: Duration,
     /// Where the objects live.

@@ -1,12 +1,22 @@
 //! The credentials file (`--credentials-file`): the key pairs of several
-//! tenants, one `ACCESS_KEY SECRET_KEY` pair per line, separated by
-//! whitespace; blank lines and lines starting with `#` are ignored.
+//! tenants, one per line, fields separated by whitespace:
 //!
-//! Errors name the file and the line, never a secret.
+//! ```text
+//! ACCESS_KEY SECRET_KEY [buckets=NAME,NAME,...] [upstream=ACCESS:SECRET]
+//! ```
+//!
+//! Blank lines and lines starting with `#` are ignored. The optional
+//! fields are the tenant's [`Policy`](crate::tenancy::Policy): the buckets
+//! it may reach (all without the field) and the store credentials its
+//! requests are signed with (the gateway's own without it).
+//!
+//! The file must belong to the gateway's user (or root) and be writable by
+//! nobody else. Errors name the file and the line, never a secret.
 
 use std::path::{Path, PathBuf};
 
-use crate::config::KeyPair;
+use crate::config::{KeyPair, Tenant};
+use crate::tenancy::{Policy, PolicyError};
 
 /// Why a credentials file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +40,19 @@ pub enum CredentialsFileError {
         /// Its permission bits.
         mode: u32,
     },
+    /// It belongs to another user than the gateway's (or root).
+    #[error(
+        "the credentials file {path} belongs to uid {owner}, not to the gateway's user ({me}) or root: \
+         its owner could change the keys; chown it"
+    )]
+    Owner {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The gateway's effective uid.
+        me: u32,
+    },
     /// A line is not a key pair.
     #[error("the credentials file {path}, line {line}: {why}")]
     Line {
@@ -45,9 +68,12 @@ pub enum CredentialsFileError {
 /// What is wrong with a line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LineError {
-    /// Not two fields.
-    #[error("expected `ACCESS_KEY SECRET_KEY`, found {0} field(s)")]
+    /// Fewer than two fields.
+    #[error("expected `ACCESS_KEY SECRET_KEY [buckets=...] [upstream=...]`, found {0} field(s)")]
     Fields(usize),
+    /// A policy field that cannot be used.
+    #[error("{0}")]
+    Policy(PolicyError),
     /// The access key holds a character it cannot hold in a signature's
     /// `Credential=` (a `/`, a `,`, `=` or a non-ASCII or control byte).
     #[error("the access key holds a character that cannot be signed with (only printable ASCII without `/`, `,` and `=`)")]
@@ -61,11 +87,11 @@ pub enum LineError {
     Duplicate(String),
 }
 
-/// The pairs of `text`, in order; `taken` are the access keys already
+/// The tenants of `text`, in order; `taken` are the access keys already
 /// given (by `--access-key`), which a line may not repeat. Errors carry the
 /// line's number.
-pub fn parse(text: &str, taken: &[&str]) -> Result<Vec<KeyPair>, (usize, LineError)> {
-    let mut pairs: Vec<KeyPair> = Vec::new();
+pub fn parse(text: &str, taken: &[&str]) -> Result<Vec<Tenant>, (usize, LineError)> {
+    let mut tenants: Vec<Tenant> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
         let line = line.trim();
@@ -73,7 +99,7 @@ pub fn parse(text: &str, taken: &[&str]) -> Result<Vec<KeyPair>, (usize, LineErr
             continue;
         }
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let [access, secret] = fields[..] else {
+        let [access, secret, ref extra @ ..] = fields[..] else {
             return Err((n, LineError::Fields(fields.len())));
         };
         if !access
@@ -85,21 +111,37 @@ pub fn parse(text: &str, taken: &[&str]) -> Result<Vec<KeyPair>, (usize, LineErr
         if !secret.bytes().all(|b| b.is_ascii_graphic()) {
             return Err((n, LineError::SecretKey));
         }
-        if taken.contains(&access) || pairs.iter().any(|p| p.access_key == access) {
+        if taken.contains(&access) || tenants.iter().any(|t| t.keys.access_key == access) {
             return Err((n, LineError::Duplicate(access.to_string())));
         }
-        pairs.push(KeyPair {
-            access_key: access.to_string(),
-            secret_key: secret.to_string(),
+        let mut policy = Policy::unrestricted();
+        let mut seen: Vec<&str> = Vec::new();
+        for field in extra {
+            let name = field.split_once('=').map_or(*field, |(name, _)| name);
+            if seen.contains(&name) {
+                return Err((n, LineError::Policy(PolicyError::Twice(name.to_string()))));
+            }
+            policy
+                .apply_field(field)
+                .map_err(|e| (n, LineError::Policy(e)))?;
+            seen.push(name);
+        }
+        tenants.push(Tenant {
+            keys: KeyPair {
+                access_key: access.to_string(),
+                secret_key: secret.to_string(),
+            },
+            policy,
         });
     }
-    Ok(pairs)
+    Ok(tenants)
 }
 
-/// Reads the pairs of the file at `path` (see [`parse`]). A file that its
-/// group or others may write is refused; one they may read is served with
-/// a warning.
-pub fn read(path: &Path, taken: &[&str]) -> Result<Vec<KeyPair>, CredentialsFileError> {
+/// Reads the tenants of the file at `path` (see [`parse`]). A file that
+/// belongs to another user than the gateway's (or root), or that its
+/// group or others may write, is refused; one they may read is served
+/// with a warning.
+pub fn read(path: &Path, taken: &[&str]) -> Result<Vec<Tenant>, CredentialsFileError> {
     let read_err = |source| CredentialsFileError::Read {
         path: path.to_path_buf(),
         source,
@@ -107,7 +149,17 @@ pub fn read(path: &Path, taken: &[&str]) -> Result<Vec<KeyPair>, CredentialsFile
     let meta = std::fs::metadata(path).map_err(read_err)?;
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt as _;
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        // The gateway's effective uid: the owner of its own /proc entry.
+        let me = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+        let owner = meta.uid();
+        if owner != me && owner != 0 {
+            return Err(CredentialsFileError::Owner {
+                path: path.to_path_buf(),
+                owner,
+                me,
+            });
+        }
         let mode = meta.permissions().mode() & 0o7777;
         if mode & 0o022 != 0 {
             return Err(CredentialsFileError::Writable {
@@ -137,11 +189,12 @@ pub fn read(path: &Path, taken: &[&str]) -> Result<Vec<KeyPair>, CredentialsFile
 mod tests {
     use super::*;
 
-    fn pair(a: &str, s: &str) -> KeyPair {
+    fn pair(a: &str, s: &str) -> Tenant {
         KeyPair {
             access_key: a.into(),
             secret_key: s.into(),
         }
+        .into()
     }
 
     #[test]
@@ -157,9 +210,19 @@ mod tests {
 
     #[test]
     fn a_malformed_line_is_named_and_its_secret_is_not_shown() {
-        let cases: [(&str, usize, LineError); 7] = [
+        let cases: [(&str, usize, LineError); 9] = [
             ("a s\nonly-a-key\n", 2, LineError::Fields(1)),
-            ("\n\na s extra-secret\n", 3, LineError::Fields(3)),
+            (
+                "\n\na s extra-secret\n",
+                3,
+                LineError::Policy(PolicyError::Bare),
+            ),
+            (
+                "a s buckets=alpha buckets=beta\n",
+                1,
+                LineError::Policy(PolicyError::Twice("buckets".into())),
+            ),
+            ("a s upstream=s3cr3t\n", 1, LineError::Policy(PolicyError::Upstream)),
             ("a/b s3cr3t\n", 1, LineError::AccessKey),
             ("a,b s3cr3t\n", 1, LineError::AccessKey),
             ("k=v s3cr3t\n", 1, LineError::AccessKey),
@@ -207,11 +270,42 @@ mod tests {
         assert_eq!(
             e.to_string(),
             format!(
-                "the credentials file {}, line 2: expected `ACCESS_KEY SECRET_KEY`, found 1 field(s)",
+                "the credentials file {}, line 2: expected `ACCESS_KEY SECRET_KEY [buckets=...] [upstream=...]`, found 1 field(s)",
                 path.display()
             )
         );
         let e = read(&dir.path().join("missing"), &[]).unwrap_err();
         assert!(matches!(e, CredentialsFileError::Read { .. }), "{e}");
+    }
+
+    #[test]
+    fn policy_fields() {
+        let text = "a sa buckets=alpha,team-* upstream=RGWA:rgw-secret-a\nb sb buckets=*\nc sc\n";
+        let t = parse(text, &[]).unwrap();
+        assert!(t[0].policy.buckets.allows("alpha") && t[0].policy.buckets.allows("team-x"));
+        assert!(!t[0].policy.buckets.allows("beta"));
+        assert_eq!(t[0].policy.store.as_ref().unwrap().access_key, "RGWA");
+        assert!(t[1].policy.buckets.is_all() && t[1].policy.store.is_none());
+        assert_eq!(t[2].policy, Policy::unrestricted());
+    }
+
+    /// A file of another user (not root) is refused: its owner could add a
+    /// key. Needs root to chown; skipped otherwise.
+    #[test]
+    fn a_file_of_another_user_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("creds");
+        std::fs::write(&path, "t1 s1\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        if std::os::unix::fs::chown(&path, Some(65534), None).is_err() {
+            eprintln!("skipped: chown needs root");
+            return;
+        }
+        let e = read(&path, &[]).unwrap_err();
+        assert!(
+            matches!(e, CredentialsFileError::Owner { owner: 65534, .. }),
+            "{e}"
+        );
     }
 }

@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::Router;
 use http::{Request, Response, StatusCode};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 /// Why the engine could not start.
@@ -27,6 +27,9 @@ pub enum StartError {
     /// The listener.
     #[error("listen: {0}")]
     Io(#[from] std::io::Error),
+    /// Settings that cannot work together.
+    #[error("{0}")]
+    Config(String),
 }
 
 pub use crate::server::ClientAddr;
@@ -34,7 +37,13 @@ pub use crate::server::ClientAddr;
 /// The engine.
 #[derive(Debug)]
 pub struct Engine {
-    creds: Credentials,
+    /// The access keys and their tenants' policies; replaced whole by
+    /// [`Engine::set_credentials`] (a request keeps the set it started
+    /// with).
+    creds: RwLock<Arc<Credentials>>,
+    /// Whether the store is the embedded one (which has one identity: no
+    /// tenant may name store credentials of its own).
+    embedded: bool,
     auth: AuthSettings,
     upstream: Arc<dyn Upstream>,
     /// The RDMA side.
@@ -48,6 +57,8 @@ impl Engine {
     /// `cfg.upstream_options` say), the RDMA device and the staging pool.
     pub fn new(cfg: &EngineConfig) -> Result<Engine, StartError> {
         crate::metrics::install();
+        let embedded = matches!(cfg.upstream, UpstreamConfig::Embedded { .. });
+        check_tenants(&cfg.credentials, embedded)?;
         let upstream = upstream::build_with(&cfg.upstream, &cfg.region, &cfg.upstream_options)?;
         let mut rdma_cfg = cfg.rdma.clone();
         if rdma_cfg.staging_per_key.is_none() {
@@ -62,7 +73,8 @@ impl Engine {
         let rdma = Arc::new(RdmaEngine::open(&rdma_cfg)?);
         rdma.start_sweeper()?;
         Ok(Engine {
-            creds: Credentials::new(&cfg.credentials),
+            creds: RwLock::new(Arc::new(Credentials::of_tenants(&cfg.credentials))),
+            embedded,
             auth: AuthSettings {
                 region: cfg.region.clone(),
                 max_skew: cfg.max_skew,
@@ -71,6 +83,27 @@ impl Engine {
             rdma,
             server: cfg.server.clone(),
         })
+    }
+
+    /// Replaces the access keys and their policies (SIGHUP's reload of the
+    /// credentials file): requests that have started keep the set they
+    /// started with; a set that cannot be served leaves the old one.
+    pub fn set_credentials(&self, tenants: &[crate::config::Tenant]) -> Result<(), StartError> {
+        check_tenants(tenants, self.embedded)?;
+        let new = Arc::new(Credentials::of_tenants(tenants));
+        match self.creds.write() {
+            Ok(mut guard) => *guard = new,
+            Err(poisoned) => *poisoned.into_inner() = new,
+        }
+        Ok(())
+    }
+
+    /// The access keys in force now.
+    fn credentials(&self) -> Arc<Credentials> {
+        match self.creds.read() {
+            Ok(guard) => Arc::clone(&guard),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
     }
 
     /// What the engine runs on, for the start-up line.
@@ -85,6 +118,7 @@ impl Engine {
     /// Serves one request.
     pub async fn handle(&self, req: Request<Body>) -> Response<Body> {
         let request_id = request_id();
+        let creds = self.credentials();
         let (parts, body) = req.into_parts();
         // Unauthenticated operational endpoints; signed, these paths are S3
         // requests for the buckets "health" and "metrics".
@@ -116,7 +150,7 @@ impl Engine {
         {
             return match crate::post_object::serve(
                 self.upstream.as_ref(),
-                &self.creds,
+                &creds,
                 &self.auth,
                 &bucket,
                 parts,
@@ -128,10 +162,18 @@ impl Engine {
                 Err(e) => e.into_response(&request_id),
             };
         }
+        // SigV2 signs the path-style path (see `auth::verify_addressed`).
+        let path_style_path = parts.uri.path().to_string();
         if let Some(u) = as_sent {
             parts.uri = u;
         }
-        let verified = match auth::verify(&parts, &self.creds, &self.auth, SystemTime::now()) {
+        let verified = match auth::verify_addressed(
+            &parts,
+            &path_style_path,
+            &creds,
+            &self.auth,
+            SystemTime::now(),
+        ) {
             Ok(v) => v,
             Err(e) => {
                 crate::metrics::auth_failure(e.code());
@@ -142,6 +184,25 @@ impl Engine {
         };
         if let Some(u) = path_style {
             parts.uri = u;
+        }
+        // What the tenant may reach, before anything reaches the store.
+        let Some(policy) = creds.policy(&verified.access_key).cloned() else {
+            return S3Error::internal("a verified key without a policy".to_string())
+                .into_response(&request_id);
+        };
+        let access = match crate::tenancy::authorize(&policy, &parts) {
+            Ok(a) => a,
+            Err(e) => {
+                crate::metrics::auth_failure("TenantDenied");
+                tracing::info!(method = %parts.method, path = parts.uri.path(),
+                    access_key = %verified.access_key, "refused: out of the tenant's buckets");
+                return e.into_response(&request_id);
+            }
+        };
+        if let Some(store) = &policy.store {
+            parts
+                .extensions
+                .insert(crate::tenancy::StoreIdentity(Arc::clone(store)));
         }
         // Two tokens would leave it to chance which one is served (and
         // signed as "a,b", neither is what was signed alone).
@@ -196,7 +257,7 @@ impl Engine {
                 let decoded_length = verified.decoded_length;
                 let checksum = trailing_checksum(&verified);
                 let (body, trailers) = auth::decode_body_with_trailers(&verified, body);
-                match crate::proxy::forward_with_trailer(
+                let answer = crate::proxy::forward_with_trailer(
                     self.upstream.as_ref(),
                     parts,
                     body,
@@ -204,14 +265,34 @@ impl Engine {
                     payload,
                     checksum.map(|a| (a, trailers)),
                 )
-                .await
-                {
+                .await;
+                let answer = match (answer, access) {
+                    (Ok(r), crate::tenancy::authorize::Access::ListBucketsFiltered) => {
+                        crate::tenancy::list_buckets::narrow(r, &policy.buckets).await
+                    }
+                    (other, _) => other,
+                };
+                match answer {
                     Ok(r) => r,
                     Err(e) => e.into_response(&request_id),
                 }
             }
         }
     }
+}
+
+/// Refuses tenants that name store credentials of their own in front of
+/// the embedded store, which has a single identity.
+fn check_tenants(tenants: &[crate::config::Tenant], embedded: bool) -> Result<(), StartError> {
+    if embedded {
+        if let Some(t) = tenants.iter().find(|t| t.policy.store.is_some()) {
+            return Err(StartError::Config(format!(
+                "the tenant {} names store credentials (upstream=), which only a remote store (--upstream) has",
+                t.keys.access_key
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The checksum an aws-chunked body carries in its trailer, when it carries

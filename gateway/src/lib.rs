@@ -23,6 +23,7 @@ pub mod rechunk;
 pub mod s3err;
 pub mod s3op;
 pub mod server;
+pub mod tenancy;
 pub mod tls;
 pub mod trim;
 pub mod upstream;

@@ -247,6 +247,26 @@ pub async fn serve(
     *req.uri_mut() = path
         .parse()
         .map_err(|_| malformed("the key cannot be sent on"))?;
+    // The signer's tenant may write here (the same check as a PUT's).
+    let policy = creds
+        .policy(&grant.access_key)
+        .cloned()
+        .ok_or_else(|| S3Error::internal("a verified key without a policy"))?;
+    let (check, _) = Request::builder()
+        .method(Method::PUT)
+        .uri(req.uri().clone())
+        .body(())
+        .map_err(|_| malformed("the key cannot be sent on"))?
+        .into_parts();
+    if let Err(e) = crate::tenancy::authorize(&policy, &check) {
+        crate::metrics::auth_failure("TenantDenied");
+        tracing::info!(bucket, access_key = %grant.access_key, "POST form refused: out of the tenant's buckets");
+        return Err(e);
+    }
+    if let Some(store) = &policy.store {
+        req.extensions_mut()
+            .insert(crate::tenancy::StoreIdentity(Arc::clone(store)));
+    }
     *req.headers_mut() = object_headers(&fields)?;
 
     let (min, max) = grant.length_range.unwrap_or((0, MAX_OBJECT));

@@ -142,6 +142,7 @@ pub async fn forward_with_trailer(
         slot: failure.clone(),
     });
     let mut req = Request::new(body);
+    crate::tenancy::StoreIdentity::carry(&parts.extensions, req.extensions_mut());
     *req.method_mut() = parts.method;
     *req.uri_mut() = uri;
     *req.version_mut() = Version::HTTP_11;

@@ -45,7 +45,8 @@ async fn serve(upstream: UpstreamConfig, store: Option<tempfile::TempDir>) -> Se
         credentials: vec![KeyPair {
             access_key: AK.into(),
             secret_key: SK.into(),
-        }],
+        }
+        .into()],
         max_skew: std::time::Duration::from_secs(900),
         upstream,
         upstream_options: Default::default(),

@@ -52,6 +52,8 @@ async fn main() -> anyhow::Result<()> {
         server: a.common.server(),
     };
     let engine = Arc::new(Engine::new(&cfg).context("starting the engine")?);
+    cli::reload_credentials_on_sighup(Arc::clone(&engine), a.common.clone())
+        .context("installing the SIGHUP handler")?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("listening on {}", cfg.listen))?;

@@ -57,7 +57,7 @@ pub(super) fn render(r: &Report<'_>) -> String {
     let _ = writeln!(
         o,
         "Gateway: staging pool {} × {} MiB = {pool_mib} MiB, software RDMA provider (soft0) on 127.0.0.1; \
-         idle resident memory {:.0} MiB (the pool is registered, so resident, from the start); \
+         idle resident memory {:.0} MiB (the software provider's registration does not pin pages: the pool becomes resident as transfers first touch it, where a NIC's registration pins it at start); \
          peak resident (VmHWM) over the whole run {:.0} MiB, {:+.0} MiB over the pool \
          (VmRSS sampled every 50 ms from /proc/<pid>/status, {} samples).",
         p.staging_buffers,

@@ -41,12 +41,15 @@ mod verify;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::tenancy::Policy;
 
 pub use chunked::{decode_body, decode_body_with_trailers, TrailingHeaders};
 pub use error::AuthError;
 pub use sign::sign_request;
-pub use verify::verify;
+pub use verify::{verify, verify_addressed};
 
 /// The largest aws-chunked chunk accepted (and so buffered): 16 MiB.
 pub const MAX_CHUNK_SIZE: u64 = 16 << 20;
@@ -54,27 +57,58 @@ pub const MAX_CHUNK_SIZE: u64 = 16 << 20;
 /// The longest a presigned URL may be valid: 7 days, in seconds.
 pub const MAX_PRESIGNED_EXPIRES: u64 = 604_800;
 
-/// The access keys this front accepts, each with its secret.
+/// The access keys this front accepts, each with its secret and the
+/// tenant's [`Policy`] (what it may reach, and as whom).
 #[derive(Clone, Default)]
 pub struct Credentials {
-    keys: HashMap<String, String>,
+    keys: HashMap<String, Entry>,
+}
+
+#[derive(Clone)]
+struct Entry {
+    secret: String,
+    policy: Arc<Policy>,
 }
 
 impl Credentials {
-    /// The credentials of `pairs`; where an access key is listed twice, the
-    /// first one wins.
+    /// The credentials of `pairs`, each unrestricted; where an access key
+    /// is listed twice, the first one wins.
     pub fn new(pairs: &[crate::config::KeyPair]) -> Credentials {
-        let mut keys = HashMap::with_capacity(pairs.len());
-        for p in pairs {
-            keys.entry(p.access_key.clone())
-                .or_insert_with(|| p.secret_key.clone());
+        let tenants: Vec<crate::config::Tenant> = pairs.iter().cloned().map(Into::into).collect();
+        Credentials::of_tenants(&tenants)
+    }
+
+    /// The credentials of `tenants`, each with its policy; where an access
+    /// key is listed twice, the first one wins.
+    pub fn of_tenants(tenants: &[crate::config::Tenant]) -> Credentials {
+        let mut keys = HashMap::with_capacity(tenants.len());
+        for t in tenants {
+            keys.entry(t.keys.access_key.clone()).or_insert_with(|| Entry {
+                secret: t.keys.secret_key.clone(),
+                policy: Arc::new(t.policy.clone()),
+            });
         }
         Credentials { keys }
     }
 
     /// The secret of `access_key`, if it is known.
     pub fn secret(&self, access_key: &str) -> Option<&str> {
-        self.keys.get(access_key).map(String::as_str)
+        self.keys.get(access_key).map(|e| e.secret.as_str())
+    }
+
+    /// The policy of `access_key`, if it is known.
+    pub fn policy(&self, access_key: &str) -> Option<&Arc<Policy>> {
+        self.keys.get(access_key).map(|e| &e.policy)
+    }
+
+    /// How many access keys there are.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
     }
 }
 

@@ -12,8 +12,18 @@
 //! amz headers), the amz headers are every `x-amz-*` header, lowercase,
 //! sorted, values trimmed and joined with `,`, and the resource is the raw
 //! path followed by the sub-resources S3 lists (`acl`, `uploadId`, ...,
-//! sorted, values decoded), as S3, botocore and s3s build it. Only
-//! path-style requests are served: the bucket is the path's first segment.
+//! sorted, values decoded), as S3, botocore and s3s build it. The path is
+//! the request's path-style path (`/bucket/key`) whichever way it was
+//! addressed: a virtual-hosted request (`Host: bucket.<domain>`, path
+//! `/key`) is signed over `/bucket/key`, as S3 and botocore sign it, so
+//! that a signature names its bucket (SigV2 does not sign `Host`).
+//!
+//! What SigV2 leaves unsigned is bounded: a query parameter that is
+//! neither a signed sub-resource nor a listing parameter ([`UNSIGNED_OK`])
+//! is refused, since it could change the operation a signature was made
+//! for (`?attributes`, `?retention`, `?legal-hold`, ...); a presigned URL
+//! may not be valid for longer than [`super::MAX_PRESIGNED_EXPIRES`] from
+//! now, as SigV4's.
 //!
 //! A verified request is forwarded as any other, signed again with SigV4
 //! for the store; its body is unsigned (SigV2 signs none of it; a
@@ -70,6 +80,48 @@ const SUB_RESOURCES: &[&str] = &[
     "website",
 ];
 
+/// The query parameters a SigV2 request may carry unsigned: the
+/// signature's own, and those of listings, which narrow or page what is
+/// listed without changing the operation.
+const UNSIGNED_OK: &[&str] = &[
+    "AWSAccessKeyId",
+    "Expires",
+    "Signature",
+    "continuation-token",
+    "delimiter",
+    "encoding-type",
+    "fetch-owner",
+    "key-marker",
+    "list-type",
+    "marker",
+    "max-buckets",
+    "max-keys",
+    "max-parts",
+    "max-uploads",
+    "part-number-marker",
+    "prefix",
+    "start-after",
+    "upload-id-marker",
+    "version-id-marker",
+    "x-id",
+];
+
+/// Refuses a query parameter that a SigV2 signature does not cover and
+/// that could change the operation.
+fn check_query_covered(pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<(), AuthError> {
+    for (k, _) in pairs {
+        let covered = SUB_RESOURCES.iter().any(|s| s.as_bytes() == k.as_slice())
+            || UNSIGNED_OK.iter().any(|s| s.as_bytes() == k.as_slice());
+        if !covered {
+            let name: String = String::from_utf8_lossy(k).chars().take(64).collect();
+            return Err(AuthError::AccessDenied(format!(
+                "the query parameter {name:?} is not covered by a Signature Version 2 signature; sign the request with Signature Version 4"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The longest string to sign built (the amz headers are bounded by the
 /// HTTP front's header limit already; this is a second bound).
 const MAX_STRING_TO_SIGN: usize = 64 << 10;
@@ -85,6 +137,7 @@ pub(crate) fn is_presigned(pairs: &[(Vec<u8>, Vec<u8>)]) -> bool {
 /// what follows `AWS `.
 pub(crate) fn verify_header(
     parts: &Parts,
+    path: &str,
     credential: &str,
     creds: &Credentials,
     settings: &AuthSettings,
@@ -108,19 +161,22 @@ pub(crate) fn verify_header(
         .secret(access_key)
         .ok_or(AuthError::InvalidAccessKeyId)?;
     let pairs = canonical::query_pairs(parts.uri.query().unwrap_or(""));
+    check_query_covered(&pairs)?;
     let date_line = if parts.headers.contains_key("x-amz-date") {
         String::new()
     } else {
         header_text(parts, DATE.as_str())?
     };
-    check(secret, parts, &date_line, &pairs, signature.as_bytes())?;
+    check(secret, parts, path, &date_line, &pairs, signature.as_bytes())?;
     verified(parts, access_key)
 }
 
 /// Verifies query authentication: `AWSAccessKeyId`, `Signature` and
-/// `Expires` (seconds since the epoch; past it, 403 "Request has expired").
+/// `Expires` (seconds since the epoch; past it, 403 "Request has expired";
+/// more than [`super::MAX_PRESIGNED_EXPIRES`] ahead, 403 too).
 pub(crate) fn verify_query(
     parts: &Parts,
+    path: &str,
     pairs: &[(Vec<u8>, Vec<u8>)],
     creds: &Credentials,
     now: SystemTime,
@@ -149,10 +205,17 @@ pub(crate) fn verify_query(
     if now > expires {
         return Err(AuthError::Expired);
     }
+    let longest = Duration::from_secs(super::MAX_PRESIGNED_EXPIRES);
+    if expires.duration_since(now).unwrap_or_default() > longest {
+        return Err(AuthError::AccessDenied(
+            "a presigned URL may be valid for at most 7 days (604800 seconds) from now".into(),
+        ));
+    }
+    check_query_covered(pairs)?;
     let secret = creds
         .secret(access_key)
         .ok_or(AuthError::InvalidAccessKeyId)?;
-    check(secret, parts, expires_raw, pairs, signature)?;
+    check(secret, parts, path, expires_raw, pairs, signature)?;
     verified(parts, access_key)
 }
 
@@ -179,11 +242,11 @@ pub(crate) fn signature_matches(secret: &str, data: &[u8], given: &[u8]) -> bool
 fn check(
     secret: &str,
     parts: &Parts,
+    path: &str,
     date_line: &str,
     pairs: &[(Vec<u8>, Vec<u8>)],
     given: &[u8],
 ) -> Result<(), AuthError> {
-    let path = parts.uri.path();
     let sts = string_to_sign(parts, path, date_line, pairs)?;
     if signature_matches(secret, sts.as_bytes(), given) {
         return Ok(());
@@ -400,6 +463,7 @@ mod tests {
         let p = parts("PUT", "/bucket", &[("date", &date)]);
         let v = verify_header(
             &p,
+            "/bucket",
             &auth,
             &creds,
             &AuthSettings::default(),
@@ -412,6 +476,7 @@ mod tests {
         let p = parts("PUT", "/bucket/k", &[("date", &date)]);
         let e = verify_header(
             &p,
+            "/bucket/k",
             &auth,
             &creds,
             &AuthSettings::default(),

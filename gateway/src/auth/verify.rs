@@ -41,7 +41,23 @@ pub fn verify(
     settings: &AuthSettings,
     now: SystemTime,
 ) -> Result<Verified, AuthError> {
-    let result = verify_inner(parts, creds, settings, now);
+    verify_addressed(parts, parts.uri.path(), creds, settings, now)
+}
+
+/// As [`verify`], for a request whose path-style path is `path_style`
+/// (`/bucket/key`) while `parts` are as sent (a virtual-hosted request:
+/// `Host: bucket.<domain>`, path `/key`). SigV4 signs `Host` and the path
+/// as sent; SigV2 signs no `Host`, so its resource is the path-style path,
+/// as S3 and botocore build it: that is what binds a SigV2 signature to
+/// its bucket.
+pub fn verify_addressed(
+    parts: &Parts,
+    path_style: &str,
+    creds: &Credentials,
+    settings: &AuthSettings,
+    now: SystemTime,
+) -> Result<Verified, AuthError> {
+    let result = verify_inner(parts, path_style, creds, settings, now);
     match &result {
         Ok(v) => tracing::trace!(access_key = %v.access_key, body = ?v.body, "SigV4 verified"),
         Err(e) => tracing::debug!(code = e.code(), reason = %e, "SigV4 verification failed"),
@@ -129,6 +145,7 @@ struct Signed {
 
 fn verify_inner(
     parts: &Parts,
+    path_style: &str,
     creds: &Credentials,
     settings: &AuthSettings,
     now: SystemTime,
@@ -150,13 +167,13 @@ fn verify_inner(
         (Some(value), None) => {
             // Signature Version 2: `AWS <access key>:<signature>`.
             if let Some(v2) = value.to_str().ok().and_then(|v| v.trim().strip_prefix("AWS ")) {
-                return super::sigv2::verify_header(parts, v2, creds, settings, now);
+                return super::sigv2::verify_header(parts, path_style, v2, creds, settings, now);
             }
             header_signed(parts, value, &pairs, settings, now)?
         }
         (None, _) if presigned => presigned_url(parts, &pairs, settings, now)?,
         (None, _) if super::sigv2::is_presigned(&pairs) => {
-            return super::sigv2::verify_query(parts, &pairs, creds, now);
+            return super::sigv2::verify_query(parts, path_style, &pairs, creds, now);
         }
         (None, _) => {
             return Err(AuthError::AccessDenied("the request is not signed (anonymous access is not allowed)".into()));

@@ -52,6 +52,9 @@ pub(super) async fn run(
     let mut req = http::Request::builder()
         .method(http::Method::GET)
         .uri(parts.uri.clone());
+    if let Some(x) = req.extensions_mut() {
+        crate::tenancy::StoreIdentity::carry(&parts.extensions, x);
+    }
     if let Some(h) = req.headers_mut() {
         *h = crate::proxy::forwardable_headers(&parts.headers);
         h.insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));

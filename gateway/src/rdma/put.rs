@@ -42,6 +42,9 @@ pub(super) async fn run(
     let mut req = http::Request::builder()
         .method(parts.method.clone())
         .uri(parts.uri.clone());
+    if let Some(x) = req.extensions_mut() {
+        crate::tenancy::StoreIdentity::carry(&parts.extensions, x);
+    }
     if let Some(h) = req.headers_mut() {
         *h = crate::proxy::forwardable_headers(&parts.headers);
         h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(remote.len));

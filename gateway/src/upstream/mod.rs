@@ -285,13 +285,20 @@ pub(crate) fn without_encoding_type(path_and_query: &str) -> String {
     }
 }
 
-/// Signs `req` for the store with `credentials`.
+/// Signs `req` for the store with `credentials`, or with the tenant's own
+/// store credentials where the request carries a
+/// [`StoreIdentity`](crate::tenancy::StoreIdentity).
 pub(crate) fn sign(
     req: &mut Request<Body>,
     credentials: &KeyPair,
     region: &str,
     payload: &Payload,
 ) -> Result<(), UpstreamError> {
+    let tenant = req
+        .extensions()
+        .get::<crate::tenancy::StoreIdentity>()
+        .map(|id| Arc::clone(&id.0));
+    let credentials = tenant.as_deref().unwrap_or(credentials);
     crate::auth::sign_request(
         req,
         &credentials.access_key,

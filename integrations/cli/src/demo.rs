@@ -64,7 +64,8 @@ impl Server {
             credentials: vec![KeyPair {
                 access_key: ACCESS_KEY.into(),
                 secret_key: SECRET_KEY.into(),
-            }],
+            }
+            .into()],
             max_skew: Duration::from_secs(15 * 60),
             upstream,
             upstream_options: Default::default(),
