@@ -434,11 +434,16 @@ pub fn reload_credentials_on_sighup(
                 .map_err(|e| e.to_string())
                 .and_then(|t| {
                     let n = t.len();
-                    engine.set_credentials(&t).map(|()| n).map_err(|e| e.to_string())
+                    engine
+                        .set_credentials(&t)
+                        .map(|()| n)
+                        .map_err(|e| e.to_string())
                 });
             match outcome {
                 Ok(n) => tracing::info!(keys = n, "SIGHUP: credentials reloaded"),
-                Err(why) => tracing::error!(%why, "SIGHUP: credentials not reloaded; the keys in force stay"),
+                Err(why) => {
+                    tracing::error!(%why, "SIGHUP: credentials not reloaded; the keys in force stay")
+                }
             }
         }
     });

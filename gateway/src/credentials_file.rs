@@ -222,7 +222,11 @@ mod tests {
                 1,
                 LineError::Policy(PolicyError::Twice("buckets".into())),
             ),
-            ("a s upstream=s3cr3t\n", 1, LineError::Policy(PolicyError::Upstream)),
+            (
+                "a s upstream=s3cr3t\n",
+                1,
+                LineError::Policy(PolicyError::Upstream),
+            ),
             ("a/b s3cr3t\n", 1, LineError::AccessKey),
             ("a,b s3cr3t\n", 1, LineError::AccessKey),
             ("k=v s3cr3t\n", 1, LineError::AccessKey),

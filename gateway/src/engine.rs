@@ -196,7 +196,14 @@ impl Engine {
                 crate::metrics::auth_failure("TenantDenied");
                 tracing::info!(method = %parts.method, path = parts.uri.path(),
                     access_key = %verified.access_key, "refused: out of the tenant's buckets");
-                return e.into_response(&request_id);
+                let r = e.into_response(&request_id);
+                // An RDMA request's answer carries its reply, as the RDMA
+                // path's own refusals do.
+                return if parts.headers.contains_key(hipobj_wire::headers::RDMA_TOKEN) {
+                    crate::rdma::reply::with_reply(r, "403")
+                } else {
+                    r
+                };
             }
         };
         if let Some(store) = &policy.store {

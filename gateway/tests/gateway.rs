@@ -15,6 +15,7 @@ mod hostile_slowloris;
 mod hostile_soak;
 mod hostile_stalls;
 mod hostile_store_keys;
+mod hostile_tenant_scope;
 mod hostile_tenants;
 mod hostile_tokens;
 mod multi_nic;

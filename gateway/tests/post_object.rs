@@ -553,3 +553,57 @@ fn a_large_file_streams_with_bounded_memory() {
     assert_eq!(got.body.len(), data.len());
     assert!(got.body[..] == data[..], "bytes differ");
 }
+
+/// The safety issue's finding 1 through a form: tenant B's correctly
+/// signed form for tenant A's bucket is refused (403 AccessDenied) and
+/// nothing lands; A's own form is served.
+#[test]
+fn a_tenants_form_cannot_upload_into_another_tenants_bucket() {
+    let creds = hipobj_testkit::CredentialsFile::with_text(
+        "tenant-a secret-of-a buckets=alpha\ntenant-b secret-of-b buckets=beta\n",
+    );
+    let gw = gateway_with(gateway_bin(), &["--credentials-file", creds.arg()], &[]);
+    let a = S3::with_keys(&gw.url, "tenant-a", "secret-of-a");
+    a.create_bucket("alpha");
+    let b_form = Form::v4(
+        "alpha",
+        "planted",
+        &[],
+        &[],
+        &[],
+        later(),
+        "tenant-b",
+        "secret-of-b",
+    );
+    let r = submit(&gw.url, "alpha", &b_form, "f", b"planted by b");
+    refused(&r, 403, "AccessDenied", "B's form into A's bucket");
+    let r = a.get_plain("/alpha/planted");
+    refused(&r, 404, "NoSuchKey", "nothing planted");
+    // A key with a dot segment may not lead out of the bucket either.
+    let a_form = Form::v4(
+        "alpha",
+        "../beta/x",
+        &[],
+        &[],
+        &[],
+        later(),
+        "tenant-a",
+        "secret-of-a",
+    );
+    let r = submit(&gw.url, "alpha", &a_form, "f", b"x");
+    refused(&r, 403, "AccessDenied", "a dotted key");
+    let a_form = Form::v4(
+        "alpha",
+        "mine",
+        &[],
+        &[],
+        &[],
+        later(),
+        "tenant-a",
+        "secret-of-a",
+    );
+    let r = submit(&gw.url, "alpha", &a_form, "f", b"a's own");
+    assert_eq!(r.status.as_u16(), 204, "{}", r.text());
+    let r = a.get_plain("/alpha/mine");
+    assert_eq!(&r.body[..], b"a's own");
+}

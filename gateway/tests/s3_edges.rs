@@ -34,11 +34,23 @@ fn gateway_bin() -> &'static Path {
 /// `uri` (`http://host:port/path`) presigned for GET at `at`, valid
 /// `expires`, as an SDK presigns it (aws-sigv4, S3's settings).
 fn presign(uri: &str, at: SystemTime, expires: Duration) -> String {
+    presign_as(uri, at, expires, AK, SK)
+}
+
+/// As `presign`, signed with another key pair (a tenant's).
+pub(crate) fn presign_as(
+    uri: &str,
+    at: SystemTime,
+    expires: Duration,
+    access_key: &str,
+    secret_key: &str,
+) -> String {
     use aws_sigv4::http_request::{
         sign, PercentEncodingMode, SignableBody, SignableRequest, SignatureLocation,
         SigningSettings, UriPathNormalizationMode,
     };
-    let identity = aws_credential_types::Credentials::new(AK, SK, None, None, "test").into();
+    let identity =
+        aws_credential_types::Credentials::new(access_key, secret_key, None, None, "test").into();
     let mut s = SigningSettings::default();
     s.signature_location = SignatureLocation::QueryParams;
     s.expires_in = Some(expires);
@@ -67,7 +79,7 @@ fn presign(uri: &str, at: SystemTime, expires: Duration) -> String {
 }
 
 /// The path and query of a full URL.
-fn path_and_query(url: &str) -> String {
+pub(crate) fn path_and_query(url: &str) -> String {
     let uri: http::Uri = url.parse().unwrap();
     uri.path_and_query().unwrap().as_str().to_string()
 }

@@ -314,3 +314,157 @@ fn sigv2_through_s3s_fs() {
     let gw = gateway_with(gateway_bin(), &args, &[]);
     cases(&gw);
 }
+
+/// A presigned URL's path and query for `resource` (what is signed),
+/// sent as `path` (what is requested), valid until `expires`, with
+/// `extra` query parameters appended after signing.
+fn presigned_for(method: &Method, resource: &str, path: &str, expires: u64, extra: &str) -> String {
+    let sts = string_to_sign(method.as_str(), &[], &expires.to_string(), resource);
+    let sig = hmac_sha1_b64(SK, &sts);
+    format!(
+        "{path}?AWSAccessKeyId={}&Expires={expires}&Signature={}{extra}",
+        enc(AK),
+        enc(&sig)
+    )
+}
+
+fn in_seconds(s: u64) -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + s
+}
+
+/// The safety issue's finding 2, played: with `--domain`, a SigV2
+/// signature names its bucket (S3's resource `/bucket/key`), so it cannot
+/// be moved to another bucket's host, nor a bucket listing turned into
+/// ListBuckets; the standard virtual-hosted form verifies; a presigned URL
+/// lives at most 7 days; a parameter outside the signature is refused.
+#[test]
+fn sigv2_signatures_are_bound_to_their_bucket_and_operation() {
+    let gw = gateway_with(gateway_bin(), &["--domain", "s3.example.test"], &[]);
+    let url = &gw.url;
+    let v4 = S3::new(url);
+    v4.create_bucket("alpha");
+    v4.create_bucket("beta");
+    assert!(v4
+        .put_plain("/alpha/k", b"alpha's".to_vec())
+        .status
+        .is_success());
+    assert!(v4
+        .put_plain("/beta/k", b"beta's".to_vec())
+        .status
+        .is_success());
+    let host = |b: &str| vec![("host".to_string(), format!("{b}.s3.example.test"))];
+    let exp = in_seconds(300);
+
+    // The standard virtual-hosted form: Host alpha.DOMAIN, path /k,
+    // resource /alpha/k.
+    let pq = presigned_for(&Method::GET, "/alpha/k", "/k", exp, "");
+    let a = send(url, Method::GET, &pq, &host("alpha"), Vec::new());
+    assert_eq!(a.status, 200, "virtual-hosted presigned GET: {}", a.text());
+    assert_eq!(&a.body[..], b"alpha's");
+    // Header-signed, virtual-hosted.
+    let date = httpdate::fmt_http_date(SystemTime::now());
+    let sig = hmac_sha1_b64(SK, &string_to_sign("GET", &[], &date, "/alpha/k"));
+    let mut h = host("alpha");
+    h.push(("date".into(), date.clone()));
+    h.push(("authorization".into(), format!("AWS {AK}:{sig}")));
+    let a = send(url, Method::GET, "/k", &h, Vec::new());
+    assert_eq!(
+        a.status,
+        200,
+        "virtual-hosted header-signed GET: {}",
+        a.text()
+    );
+
+    // Alpha's signature, sent to beta's host: refused (it read beta's
+    // object before).
+    let a = send(url, Method::GET, &pq, &host("beta"), Vec::new());
+    refused(
+        &a,
+        403,
+        "SignatureDoesNotMatch",
+        "alpha's URL at beta's host",
+    );
+    h[0].1 = "beta.s3.example.test".into();
+    let a = send(url, Method::GET, "/k", &h, Vec::new());
+    refused(
+        &a,
+        403,
+        "SignatureDoesNotMatch",
+        "alpha's header at beta's host",
+    );
+    // The old form (resource /k, which names no bucket) is refused too.
+    let pq = presigned_for(&Method::GET, "/k", "/k", exp, "");
+    let a = send(url, Method::GET, &pq, &host("beta"), Vec::new());
+    refused(
+        &a,
+        403,
+        "SignatureDoesNotMatch",
+        "a resource without its bucket",
+    );
+    // A presigned PUT for alpha does not write into beta.
+    let pq = presigned_for(&Method::PUT, "/alpha/w", "/w", exp, "");
+    let a = send(url, Method::PUT, &pq, &host("beta"), b"planted".to_vec());
+    refused(
+        &a,
+        403,
+        "SignatureDoesNotMatch",
+        "alpha's PUT URL at beta's host",
+    );
+    let a = v4.get_plain("/beta/w");
+    refused(&a, 404, "NoSuchKey", "nothing planted in beta");
+
+    // "List alpha" (resource /alpha/, as botocore signs a bucket) sent
+    // path-style as `/` is not ListBuckets.
+    let pq = presigned_for(&Method::GET, "/alpha/", "/", exp, "");
+    let a = send(url, Method::GET, &pq, &host("alpha"), Vec::new());
+    assert_eq!(a.status, 200, "list alpha: {}", a.text());
+    assert!(a.text().contains("<Key>k</Key>"), "{}", a.text());
+    let a = send(url, Method::GET, &pq, &[], Vec::new());
+    refused(
+        &a,
+        403,
+        "SignatureDoesNotMatch",
+        "list alpha sent as ListBuckets",
+    );
+
+    // At most 7 days.
+    let pq = presigned_for(
+        &Method::GET,
+        "/alpha/k",
+        "/alpha/k",
+        in_seconds(100 * 365 * 86_400),
+        "",
+    );
+    let a = send(url, Method::GET, &pq, &[], Vec::new());
+    refused(&a, 403, "AccessDenied", "a presigned URL for 100 years");
+    let pq = presigned_for(
+        &Method::GET,
+        "/alpha/k",
+        "/alpha/k",
+        in_seconds(6 * 86_400),
+        "",
+    );
+    let a = send(url, Method::GET, &pq, &[], Vec::new());
+    assert_eq!(a.status, 200, "6 days: {}", a.text());
+
+    // Parameters outside the signature that change the operation.
+    for extra in ["&attributes", "&retention", "&legal-hold", "&encryption"] {
+        let pq = presigned_for(&Method::GET, "/alpha/k", "/alpha/k", exp, extra);
+        let a = send(url, Method::GET, &pq, &[], Vec::new());
+        refused(&a, 403, "AccessDenied", extra);
+    }
+    // A signed sub-resource and listing parameters still work.
+    let pq = presigned_for(
+        &Method::GET,
+        "/alpha",
+        "/alpha",
+        exp,
+        "&prefix=k&max-keys=5",
+    );
+    let a = send(url, Method::GET, &pq, &[], Vec::new());
+    assert_eq!(a.status, 200, "listing parameters: {}", a.text());
+}

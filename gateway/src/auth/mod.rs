@@ -83,10 +83,11 @@ impl Credentials {
     pub fn of_tenants(tenants: &[crate::config::Tenant]) -> Credentials {
         let mut keys = HashMap::with_capacity(tenants.len());
         for t in tenants {
-            keys.entry(t.keys.access_key.clone()).or_insert_with(|| Entry {
-                secret: t.keys.secret_key.clone(),
-                policy: Arc::new(t.policy.clone()),
-            });
+            keys.entry(t.keys.access_key.clone())
+                .or_insert_with(|| Entry {
+                    secret: t.keys.secret_key.clone(),
+                    policy: Arc::new(t.policy.clone()),
+                });
         }
         Credentials { keys }
     }

@@ -167,7 +167,14 @@ pub(crate) fn verify_header(
     } else {
         header_text(parts, DATE.as_str())?
     };
-    check(secret, parts, path, &date_line, &pairs, signature.as_bytes())?;
+    check(
+        secret,
+        parts,
+        path,
+        &date_line,
+        &pairs,
+        signature.as_bytes(),
+    )?;
     verified(parts, access_key)
 }
 

@@ -27,7 +27,7 @@ pub mod operation;
 pub mod pairs;
 mod put;
 pub mod rail;
-mod reply;
+pub(crate) mod reply;
 pub mod shares;
 pub mod staging;
 mod target;

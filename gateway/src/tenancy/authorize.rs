@@ -74,7 +74,9 @@ pub fn authorize(policy: &Policy, parts: &Parts) -> Result<Access, S3Error> {
         return if parts.method == Method::GET && !action {
             Ok(Access::ListBucketsFiltered)
         } else {
-            Err(denied("this key may only list its buckets at the service level"))
+            Err(denied(
+                "this key may only list its buckets at the service level",
+            ))
         };
     }
     let bucket = checked_bucket(path.strip_prefix('/').unwrap_or(path))
@@ -140,7 +142,12 @@ mod tests {
         b.body(()).unwrap().into_parts().0
     }
 
-    fn check(p: &Policy, method: &str, uri: &str, headers: &[(&str, &str)]) -> Result<Access, &'static str> {
+    fn check(
+        p: &Policy,
+        method: &str,
+        uri: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Access, &'static str> {
         authorize(p, &parts(method, uri, headers)).map_err(|e| {
             assert_eq!(e.status, StatusCode::FORBIDDEN);
             e.code
@@ -150,7 +157,11 @@ mod tests {
     #[test]
     fn unrestricted_passes_everything() {
         let p = Policy::unrestricted();
-        for (m, u) in [("GET", "/"), ("POST", "/?Action=CreateUser"), ("GET", "/beta/../x")] {
+        for (m, u) in [
+            ("GET", "/"),
+            ("POST", "/?Action=CreateUser"),
+            ("GET", "/beta/../x"),
+        ] {
             assert_eq!(check(&p, m, u, &[]), Ok(Access::Granted));
         }
     }
@@ -221,7 +232,10 @@ mod tests {
         let two = parts(
             "PUT",
             "/alpha/copy",
-            &[("x-amz-copy-source", "alpha/k"), ("x-amz-copy-source", "alpha/j")],
+            &[
+                ("x-amz-copy-source", "alpha/k"),
+                ("x-amz-copy-source", "alpha/j"),
+            ],
         );
         assert!(authorize(&p, &two).is_err());
     }

@@ -43,7 +43,10 @@ pub async fn narrow(resp: Response<Body>, scope: &BucketScope) -> Result<Respons
     head.headers.remove(ETAG);
     head.headers
         .insert(CONTENT_LENGTH, HeaderValue::from(narrowed.len()));
-    Ok(Response::from_parts(head, Body::from(Bytes::from(narrowed))))
+    Ok(Response::from_parts(
+        head,
+        Body::from(Bytes::from(narrowed)),
+    ))
 }
 
 /// The document `xml` less the `<Bucket>` elements out of `scope`; `None`

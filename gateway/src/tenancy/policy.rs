@@ -211,7 +211,9 @@ mod tests {
         assert!(!s.allows("beta"));
         assert!(!s.allows(""));
         assert_eq!(format!("{s:?}"), "alpha,logs-*,a.b_c");
-        for bad in ["", "a,,b", "alpha,*", "*,alpha", "al/pha", "ab", "a b", "%61bc", "*x"] {
+        for bad in [
+            "", "a,,b", "alpha,*", "*,alpha", "al/pha", "ab", "a b", "%61bc", "*x",
+        ] {
             assert!(BucketScope::parse(bad).is_err(), "{bad:?}");
         }
         // A bare prefix star needs a stem.
@@ -222,7 +224,8 @@ mod tests {
     fn fields() {
         let mut p = Policy::unrestricted();
         p.apply_field("buckets=alpha").unwrap();
-        p.apply_field("upstream=RGWKEY:rgw:secret/with+colon").unwrap();
+        p.apply_field("upstream=RGWKEY:rgw:secret/with+colon")
+            .unwrap();
         assert!(p.buckets.allows("alpha") && !p.buckets.allows("beta"));
         let store = p.store.unwrap();
         assert_eq!(store.access_key, "RGWKEY");
@@ -240,7 +243,10 @@ mod tests {
         // An error names the field, never its value.
         let e = p.apply_field("secretish=hunter2").unwrap_err().to_string();
         assert!(e.contains("secretish") && !e.contains("hunter2"), "{e}");
-        let e = p.apply_field("upstream=AK-hunter2").unwrap_err().to_string();
+        let e = p
+            .apply_field("upstream=AK-hunter2")
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("hunter2"), "{e}");
     }
 }
