@@ -164,7 +164,7 @@ fn describe() {
     describe_gauge!(DC_INITIATORS, "DC initiators leased by transfers");
     describe_counter!(
         PAIRS_RELEASED,
-        "RDMA pairs released by the sweeper, by reason (idle, probe)"
+        "RDMA pairs released, by reason (idle, probe: the sweeper; limit_probe: a handshake of the same key at its limit found their clients gone)"
     );
     describe_histogram!(
         UPSTREAM_SECONDS,

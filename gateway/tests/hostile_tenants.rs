@@ -6,7 +6,7 @@ use crate::hostile_common;
 
 use hipobj::Direction;
 use hipobj_testkit::process::gateway_with;
-use hipobj_testkit::rdma::{client, pattern, RdmaOps};
+use hipobj_testkit::rdma::{client, handshake, pattern, RdmaOps};
 use hipobj_testkit::s3::{assert_error, S3};
 use hipobj_wire::headers::RDMA_TOKEN;
 use hipobj_wire::Transport;
@@ -193,4 +193,70 @@ fn one_tenants_stalls_cannot_take_another_tenants_share_of_the_pool() {
             r.status
         );
     }
+}
+
+/// The safety issue's finding 6: at its pair limit, a key's new handshake
+/// releases the pairs whose clients are gone (probed then), and keeps
+/// those whose clients answer: a live client's pair is never taken.
+#[test]
+fn a_handshake_at_the_limit_releases_pairs_of_gone_clients_only() {
+    let creds = tenants();
+    let gw = gateway_with(
+        bin(),
+        &[
+            "--credentials-file",
+            creds.path().to_str().unwrap(),
+            "--max-pairs-per-key",
+            "2",
+        ],
+        &[],
+    );
+    let a = S3::with_keys(&gw.url, "tenant-a", "secret-of-a");
+    a.create_bucket("bucket-a");
+    let obj = pattern(0xC, 4096);
+    assert!(a.put_plain("/bucket-a/k", obj.clone()).status.is_success());
+    let get = |lib: &hipobj::Hipobj| {
+        let mut back = vec![0u8; obj.len()];
+        let buf = lib.register_host(&mut back).unwrap();
+        let t = buf.token(Direction::Get, 0, obj.len()).unwrap();
+        let r = a.send(
+            Method::GET,
+            "/bucket-a/k",
+            &[(RDMA_TOKEN, &t)],
+            Vec::new(),
+            true,
+        );
+        drop(buf);
+        (r, back)
+    };
+    // Two live clients take the key's two pairs.
+    let live: Vec<_> = (0..2).map(|_| client()).collect();
+    for lib in &live {
+        handshake(&a, lib, "/bucket-a/k");
+    }
+    // A third is refused: both clients answer their probes.
+    let third = client();
+    let token = third.handshake_token().unwrap();
+    let r = a.send(
+        Method::HEAD,
+        "/bucket-a/k",
+        &[(RDMA_TOKEN, &token)],
+        Vec::new(),
+        true,
+    );
+    // (A HEAD: the answer has no body to carry the code.)
+    assert_eq!(r.status, 503, "both pairs' clients are alive");
+    assert_eq!(r.reply().as_deref(), Some("503"));
+    // One of the two goes away (its QP and device with it): the next
+    // handshake releases its pair and is served.
+    let mut live = live;
+    drop(live.remove(0));
+    handshake(&a, &third, "/bucket-a/k");
+    let (r, back) = get(&third);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(back == obj);
+    // The live one kept its pair: its transfers go on without a handshake.
+    let (r, back) = get(&live[0]);
+    assert_eq!(r.status, 200, "the live client's pair: {}", r.text());
+    assert!(back == obj);
 }

@@ -17,6 +17,21 @@ use crate::body::Body;
 use crate::s3err::S3Error;
 use crate::server::ClientAddr;
 
+/// The answer to a transfer whose client QP has no pair (any more): 421,
+/// repeat the handshake.
+pub(super) fn reconnect(request_id: &str) -> Response<Body> {
+    crate::metrics::rdma_fallback("reconnect");
+    with_reply(
+        S3Error::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "RDMAConnectionUnknown",
+            "no RDMA connection to this client QP: repeat the handshake (reply 421)".to_string(),
+        )
+        .into_response(request_id),
+        "421",
+    )
+}
+
 impl RdmaEngine {
     /// Whether a token's GID may be aimed at: the address of the HTTP peer
     /// the request came from, or one in the operator's allowed networks.
@@ -86,19 +101,7 @@ impl RdmaEngine {
         let rail = &self.rails[rail];
         let initiator = match target {
             Target::Rc { gid, qp_num } => match rail.pairs.get(gid, qp_num) {
-                None => {
-                    crate::metrics::rdma_fallback("reconnect");
-                    return Err(with_reply(
-                        S3Error::new(
-                            StatusCode::MISDIRECTED_REQUEST,
-                            "RDMAConnectionUnknown",
-                            "no RDMA connection to this client QP: repeat the handshake (reply 421)"
-                                .to_string(),
-                        )
-                        .into_response(request_id),
-                        "421",
-                    ));
-                }
+                None => return Err(reconnect(request_id)),
                 Some(p) if p.access_key != access_key => {
                     crate::metrics::rdma_failure("AccessDenied");
                     return Err(with_reply(

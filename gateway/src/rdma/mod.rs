@@ -60,6 +60,11 @@ use transfer::Transfer;
 /// chooses ([`hipobj_fabric::CUOBJECT_DC_KEY`]).
 pub const DEFAULT_DC_KEY: u64 = hipobj_fabric::CUOBJECT_DC_KEY;
 
+/// The longest a handshake at its key's pair limit waits for the probes of
+/// that key's pairs (a live client answers within a round trip; one that
+/// is gone fails the probe or never answers).
+pub const HANDSHAKE_PROBE_WAIT: Duration = Duration::from_secs(2);
+
 /// The RDMA side of the engine: one rail per device served on.
 #[derive(Debug)]
 pub struct RdmaEngine {
@@ -122,6 +127,25 @@ impl RdmaEngine {
                 }
             })
             .map(|_| ())
+    }
+
+    /// Before a handshake of `access_key` on device `rail`: where the key
+    /// is at its pair limit, probes its pairs there and releases those
+    /// whose client is gone (see `pairs`), waiting at most
+    /// [`HANDSHAKE_PROBE_WAIT`] (or the progress timeout, if shorter).
+    async fn release_gone_pairs_at_limit(self: &Arc<Self>, rail: usize, access_key: &str) {
+        let here = self.rails[rail].pairs.held(access_key).mine;
+        let elsewhere = self.pairs_elsewhere(rail, access_key).mine;
+        if here == 0 || here + elsewhere < self.cfg.pairs_per_key {
+            return;
+        }
+        let (engine, key) = (Arc::clone(self), access_key.to_string());
+        let wait = self.cfg.progress_timeout.min(HANDSHAKE_PROBE_WAIT);
+        let released =
+            tokio::task::spawn_blocking(move || engine.rails[rail].pairs.probe_key(&key, wait))
+                .await
+                .unwrap_or(0);
+        crate::metrics::pairs_released(&self.rails[rail].name, "limit_probe", released);
     }
 
     /// A human description for the start-up line.
@@ -214,6 +238,7 @@ impl RdmaEngine {
                     return self.refuse_peer(t.gid, client, request_id);
                 }
                 let rail = self.rail_for(t.gid);
+                self.release_gone_pairs_at_limit(rail, access_key).await;
                 return self.handshake(rail, access_key, &t, request_id);
             }
             Aim::Decline { reason, why } => return self.decline(reason, why, request_id),
@@ -268,7 +293,12 @@ impl RdmaEngine {
             let _busy = match &pair {
                 Some(p) => {
                     p.touch();
-                    Some(p.busy.lock().await)
+                    let busy = p.busy.lock().await;
+                    if p.is_reclaimed() {
+                        // A failed probe released it meanwhile.
+                        return admit::reconnect(&request_id);
+                    }
+                    Some(busy)
                 }
                 None => None,
             };

@@ -6,6 +6,15 @@
 //! [`Pairs::probe`], driven by the engine's sweeper thread), not only at the
 //! next handshake. A handshake naming a client QP that is paired under
 //! another access key is refused and leaves that pair alone.
+//!
+//! A handshake that finds its access key at its limit first probes that
+//! key's pairs that have no transfer under way ([`Pairs::probe_key`]) and
+//! releases those whose client is gone (a client that exited leaves its
+//! pair behind until the sweeper's probe finds it; a shell loop of
+//! `hipobj cp` would otherwise run into the limit). Pairs whose clients
+//! answer are kept: a live client's pair is never taken. A transfer that
+//! still holds a released pair answers 421, so that its client (if it is
+//! still there) connects again.
 
 use super::completions::AsyncCq;
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
@@ -30,9 +39,17 @@ pub struct Pair {
     pub busy: tokio::sync::Mutex<()>,
     last_used: Mutex<Instant>,
     last_probed: Mutex<Option<Instant>>,
+    /// Released after a failed probe: a transfer that still holds the
+    /// pair answers 421.
+    reclaimed: std::sync::atomic::AtomicBool,
 }
 
 impl Pair {
+    /// Whether a failed probe released it (see the module's doc).
+    pub fn is_reclaimed(&self) -> bool {
+        self.reclaimed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Marks it used now.
     pub fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
@@ -184,6 +201,7 @@ impl Pairs {
             busy: tokio::sync::Mutex::new(()),
             last_used: Mutex::new(Instant::now()),
             last_probed: Mutex::new(None),
+            reclaimed: std::sync::atomic::AtomicBool::new(false),
         });
         let mut m = self.lock();
         // Another handshake for the same QP may have won the race meanwhile.
@@ -213,16 +231,28 @@ impl Pairs {
     /// completion within `wait` is released. Blocking: run it on a thread
     /// of its own. Returns how many pairs were released.
     pub fn probe(&self, after: Duration, wait: Duration) -> usize {
+        self.probe_where(wait, |p| {
+            p.idle_for() >= after
+                && p.last_probed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_none_or(|t| t.elapsed() >= after)
+        })
+    }
+
+    /// Probes every pair of `access_key` that has no transfer under way,
+    /// however recently used, and releases those whose client is gone (a
+    /// handshake of that key at its limit, see the module's doc). Blocking,
+    /// up to `wait`. Returns how many pairs were released.
+    pub fn probe_key(&self, access_key: &str, wait: Duration) -> usize {
+        self.probe_where(wait, |p| p.access_key == access_key)
+    }
+
+    fn probe_where(&self, wait: Duration, which: impl Fn(&Pair) -> bool) -> usize {
         let candidates: Vec<((Gid, u32), Arc<Pair>)> = self
             .lock()
             .iter()
-            .filter(|(_, p)| {
-                p.idle_for() >= after
-                    && p.last_probed
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .is_none_or(|t| t.elapsed() >= after)
-            })
+            .filter(|(_, p)| which(p))
             .map(|(k, p)| (*k, p.clone()))
             .collect();
         let mut posted = Vec::new();
@@ -256,6 +286,8 @@ impl Pairs {
                     "RDMA pair released: its client did not answer a probe"
                 );
                 // No completion may be left for a later transfer to read.
+                p.reclaimed
+                    .store(true, std::sync::atomic::Ordering::Release);
                 let _ = rc::to_error(&p.qp);
                 gone.push((k, (*p).clone()));
             }

@@ -752,3 +752,36 @@ fn bench_with_count_close_to_concurrency_has_no_errors() {
         }
     }
 }
+
+/// The safety issue's finding 6, played: a shell loop of `cp
+/// --require-rdma` against a server with `--max-pairs-per-key 2`. Each
+/// `cp` exits with its pair still on the server; the next handshake at the
+/// limit probes the key's pairs, releases those whose client is gone, and
+/// is served (it was a 503 from the third run on).
+#[test]
+fn a_loop_of_cp_is_not_locked_out_by_the_pairs_of_exited_clients() {
+    let server = test_server(&["--max-pairs-per-key", "2"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let h = |args: &[&str]| hipobj_at(&server.url, home, args);
+    ok(h(&["mb", "s3://loop"]));
+    let src = home.join("f.bin");
+    write_pattern(&src, 256 << 10, 9);
+    let s = src.to_str().unwrap();
+    for i in 0..6 {
+        let key = format!("s3://loop/f{i}");
+        let up = ok(h(&["cp", s, &key, "--require-rdma"]));
+        assert!(up.trim_end().ends_with("path: rdma"), "run {i}: {up}");
+        let dst = home.join(format!("back{i}.bin"));
+        let down = ok(h(&["cp", &key, dst.to_str().unwrap(), "--require-rdma"]));
+        assert!(down.trim_end().ends_with("path: rdma"), "run {i}: {down}");
+        assert_cmp(&src, &dst);
+    }
+    let s3 = hipobj_testkit::S3::new(&server.url);
+    assert!(
+        s3.metric(
+            "hipobj_rdma_pairs_released_total",
+            &[("reason", "limit_probe")]
+        ) >= 1.0
+    );
+}
