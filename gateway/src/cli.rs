@@ -153,6 +153,18 @@ pub struct CommonArgs {
     /// SlowDown and closed.
     #[arg(long, env = "HIPOBJ_MAX_CONNECTIONS", default_value = "4096", value_parser = at_least_one, value_name = "N")]
     pub max_connections: usize,
+    /// Directory where form uploads (POST Object) larger than 1 MiB wait
+    /// for the store, in unnamed files (default: $TMPDIR).
+    #[arg(long, env = "HIPOBJ_POST_SPOOL_DIR", value_name = "PATH")]
+    pub post_spool_dir: Option<PathBuf>,
+    /// MiB all form uploads together may hold in the spool directory;
+    /// beyond it a form upload fails with 503 SlowDown.
+    #[arg(long, env = "HIPOBJ_POST_SPOOL_MIB", default_value = "4096", value_parser = at_least_one, value_name = "MIB")]
+    pub post_spool_mib: usize,
+    /// How long one form upload may take in all, from its first byte to
+    /// the store's answer (beyond it: 400 RequestTimeout).
+    #[arg(long, env = "HIPOBJ_POST_UPLOAD_TIMEOUT", default_value = "15m", value_parser = positive_duration, value_name = "DURATION")]
+    pub post_upload_timeout: Duration,
     /// Log format on stderr (the filter is RUST_LOG, default `info`).
     #[arg(long, env = "HIPOBJ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -373,6 +385,9 @@ impl CommonArgs {
             body_read_timeout: self.body_read_timeout,
             max_connections: self.max_connections,
             domains: self.domain.clone(),
+            post_spool_dir: self.post_spool_dir.clone(),
+            post_spool_bytes: (self.post_spool_mib as u64).saturating_mul(1 << 20),
+            post_upload_timeout: self.post_upload_timeout,
         }
     }
 
@@ -644,6 +659,12 @@ mod tests {
             "s3.example.com,localhost",
             "--domain",
             "s3.internal",
+            "--post-spool-dir",
+            "/var/spool/hipobj",
+            "--post-spool-mib",
+            "512",
+            "--post-upload-timeout",
+            "5m",
         ])
         .unwrap();
         assert_eq!(
@@ -658,6 +679,9 @@ mod tests {
                     "localhost".into(),
                     "s3.internal".into()
                 ],
+                post_spool_dir: Some("/var/spool/hipobj".into()),
+                post_spool_bytes: 512 << 20,
+                post_upload_timeout: Duration::from_secs(300),
             }
         );
         for (flag, value) in [

@@ -278,6 +278,15 @@ pub struct ServerConfig {
     /// `MINIO_DOMAIN`: such a request is served as `/bucket/key` is. Empty:
     /// path-style only.
     pub domains: Vec<String>,
+    /// Where form uploads (POST Object) larger than 1 MiB wait for the
+    /// store (`None`: `$TMPDIR`).
+    pub post_spool_dir: Option<PathBuf>,
+    /// Bytes all form uploads together may hold in spool files; beyond,
+    /// a form upload fails with 503 `SlowDown`.
+    pub post_spool_bytes: u64,
+    /// How long one form upload may take in all, from its head to the
+    /// store's answer (beyond: 400 `RequestTimeout`).
+    pub post_upload_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -288,6 +297,9 @@ impl Default for ServerConfig {
             body_read_timeout: Duration::from_secs(60),
             max_connections: 4096,
             domains: Vec::new(),
+            post_spool_dir: None,
+            post_spool_bytes: 4 << 30,
+            post_upload_timeout: Duration::from_secs(15 * 60),
         }
     }
 }

@@ -50,6 +50,8 @@ pub struct Engine {
     pub rdma: Arc<RdmaEngine>,
     /// The HTTP front's timeouts and connection cap, for [`serve`].
     pub server: ServerConfig,
+    /// Where and within what bounds form uploads wait for the store.
+    spool: crate::post_spool::SpoolSettings,
 }
 
 impl Engine {
@@ -82,6 +84,11 @@ impl Engine {
             upstream,
             rdma,
             server: cfg.server.clone(),
+            spool: crate::post_spool::SpoolSettings {
+                budget: crate::post_spool::SpoolBudget::new(cfg.server.post_spool_bytes),
+                dir: cfg.server.post_spool_dir.clone(),
+                deadline: cfg.server.post_upload_timeout,
+            },
         })
     }
 
@@ -148,18 +155,29 @@ impl Engine {
             .then(|| crate::post_object::path_bucket(&parts).map(str::to_string))
             .flatten()
         {
-            return match crate::post_object::serve(
+            let upload = crate::post_object::serve(
                 self.upstream.as_ref(),
                 &creds,
                 &self.auth,
+                &self.spool,
                 &bucket,
                 parts,
                 body,
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(e) => e.into_response(&request_id),
+            );
+            // Every form upload has a total deadline: trickled under the
+            // body timeout, it would hold its spool file for ever.
+            return match tokio::time::timeout(self.spool.deadline, upload).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => e.into_response(&request_id),
+                Err(_) => {
+                    tracing::info!(bucket, "a form upload ran past its deadline");
+                    S3Error::new(
+                        StatusCode::BAD_REQUEST,
+                        "RequestTimeout",
+                        "Your socket connection to the server was not read from or written to within the timeout period.",
+                    )
+                    .into_response(&request_id)
+                }
             };
         }
         // SigV2 signs the path-style path (see `auth::verify_addressed`).

@@ -17,6 +17,7 @@ pub mod credentials_file;
 pub mod engine;
 pub mod metrics;
 pub mod post_object;
+pub mod post_spool;
 pub mod proxy;
 pub mod rdma;
 pub mod rechunk;

@@ -77,6 +77,10 @@ pub const STAGING_QUARANTINED: &str = "hipobj_staging_buffers_quarantined_total"
 pub const DC_INITIATORS: &str = "hipobj_rdma_dc_initiators_in_use";
 /// Counter: pairs released without a failed transfer, by reason (idle, probe, broken).
 pub const PAIRS_RELEASED: &str = "hipobj_rdma_pairs_released_total";
+/// Gauge: bytes form uploads hold in spool files.
+pub const POST_SPOOL_BYTES: &str = "hipobj_post_spool_bytes";
+/// Counter: form uploads refused because the spool's budget was spent.
+pub const POST_SPOOL_REFUSED: &str = "hipobj_post_spool_refused_total";
 /// Client connections being served.
 pub const HTTP_CONNECTIONS: &str = "hipobj_http_connections";
 /// Counter: bytes RDMA GETs read from the embedded store's files straight
@@ -162,6 +166,11 @@ fn describe() {
         "Staging buffers withdrawn because their work requests were never flushed"
     );
     describe_gauge!(DC_INITIATORS, "DC initiators leased by transfers");
+    describe_gauge!(POST_SPOOL_BYTES, "Bytes form uploads hold in spool files");
+    describe_counter!(
+        POST_SPOOL_REFUSED,
+        "Form uploads refused (503) because the spool's budget was spent"
+    );
     describe_counter!(
         PAIRS_RELEASED,
         "RDMA pairs released, by reason (idle, probe: the sweeper; limit_probe: a handshake of the same key at its limit found their clients gone)"
@@ -316,6 +325,16 @@ pub fn pairs_released(device: &str, reason: &'static str, n: usize) {
         counter!(PAIRS_RELEASED, "device" => device.to_string(), "reason" => reason)
             .increment(n as u64);
     }
+}
+
+/// The bytes form uploads hold in spool files now.
+pub fn post_spool_bytes(n: u64) {
+    gauge!(POST_SPOOL_BYTES).set(n as f64);
+}
+
+/// A form upload refused for the spool's budget.
+pub fn post_spool_refused() {
+    counter!(POST_SPOOL_REFUSED).increment(1);
 }
 
 /// A work completion with an error on `device` (`status`: the

@@ -11,10 +11,10 @@
 //! small, its length checked against the policy's `content-length-range`
 //! as it comes (400 `EntityTooLarge` at once past the maximum, 400
 //! `EntityTooSmall` short of the minimum). The store's PUT needs its
-//! `Content-Length`, which a form does not give: up to [`MAX_IN_MEMORY`]
-//! the file is kept in memory, beyond it in an unnamed temporary file
-//! (`$TMPDIR`), so the gateway's memory stays bounded whatever the size
-//! (at most [`MAX_OBJECT`], S3's single-PUT limit). Then the gateway's own
+//! `Content-Length`, which a form does not give: the file waits in memory
+//! or in an unnamed temporary file, within a process-wide budget
+//! ([`crate::post_spool`]), so the gateway's memory and disk stay bounded
+//! whatever the size (at most [`MAX_OBJECT`], S3's single-PUT limit). Then the gateway's own
 //! signed PUT streams it to the store, with the form's `Content-Type`,
 //! `Cache-Control`, `Content-Disposition`, `x-amz-meta-*`, ... as headers.
 //! A refused form or file leaves nothing in the store. Fields after `file`
@@ -38,7 +38,6 @@ use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, Version};
 use http_body::Body as _;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
-use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
 
 use crate::auth::post_form::{self, FormFields};
 use crate::auth::{AuthSettings, Credentials};
@@ -61,15 +60,8 @@ pub const MAX_FIELDS: usize = 256;
 /// given until it yields, so this bounds its buffer.
 pub const MAX_BATCH: usize = 256 << 10;
 
-/// The most of a file kept in memory; a larger one is spooled to an
-/// unnamed temporary file.
-pub const MAX_IN_MEMORY: usize = 1 << 20;
-
 /// The largest file accepted: S3's limit of a single PUT, 5 GiB.
 pub const MAX_OBJECT: u64 = 5 << 30;
-
-/// The chunks a spooled file is sent to the store in.
-const READ_CHUNK: usize = 256 << 10;
 
 /// The longest key S3 accepts, in bytes.
 const MAX_KEY: usize = 1024;
@@ -146,6 +138,7 @@ pub async fn serve(
     upstream: &dyn Upstream,
     creds: &Credentials,
     settings: &AuthSettings,
+    spool_settings: &crate::post_spool::SpoolSettings,
     bucket: &str,
     parts: Parts,
     body: Body,
@@ -172,7 +165,7 @@ pub async fn serve(
     // The fields before `file`.
     let mut fields = FormFields::new();
     let mut field_bytes = 0usize;
-    let file = loop {
+    let mut file = loop {
         let Some(mut field) = form.next_field().await.map_err(|e| parse_error(&e))? else {
             return Err(S3Error::new(
                 StatusCode::BAD_REQUEST,
@@ -270,7 +263,9 @@ pub async fn serve(
     *req.headers_mut() = object_headers(&fields)?;
 
     let (min, max) = grant.length_range.unwrap_or((0, MAX_OBJECT));
-    let (spooled, len) = spool(file, min, max.min(MAX_OBJECT)).await?;
+    let (spooled, len) =
+        crate::post_spool::spool(&mut file, min, max.min(MAX_OBJECT), spool_settings).await?;
+    drop(file);
     // The parser's other half is no longer needed.
     drop(form);
     req.headers_mut()
@@ -428,7 +423,7 @@ fn too_many_fields() -> S3Error {
 }
 
 /// The error `e` of the parser (or of the body under it) answers with.
-fn parse_error(e: &multer::Error) -> S3Error {
+pub(crate) fn parse_error(e: &multer::Error) -> S3Error {
     if let multer::Error::StreamReadFailed(inner) = e {
         if inner.downcast_ref::<PreludeTooLarge>().is_some() {
             return too_many_fields();
@@ -511,106 +506,6 @@ impl Stream for Metered {
             }
         }
     }
-}
-
-/// Where the file part was kept until its length is known: the store's
-/// PUT needs a `Content-Length` (S3 stores refuse a PUT without one).
-enum Spooled {
-    /// Up to [`MAX_IN_MEMORY`] bytes.
-    Memory(Vec<u8>),
-    /// Beyond: an unnamed temporary file (gone when closed), read from
-    /// its start.
-    File(tokio::fs::File),
-}
-
-impl Spooled {
-    /// The request body of `len` bytes, read from the file in chunks of
-    /// [`READ_CHUNK`].
-    fn into_body(self, len: u64) -> Body {
-        match self {
-            Spooled::Memory(v) => Body::from(v),
-            Spooled::File(f) => {
-                let chunks = futures::stream::unfold((f, len), |(mut f, left)| async move {
-                    if left == 0 {
-                        return None;
-                    }
-                    let n = usize::try_from(left.min(READ_CHUNK as u64)).unwrap_or(READ_CHUNK);
-                    let mut buf = vec![0u8; n];
-                    match f.read_exact(&mut buf).await {
-                        Ok(_) => Some((
-                            Ok::<Bytes, std::io::Error>(Bytes::from(buf)),
-                            (f, left - n as u64),
-                        )),
-                        Err(e) => Some((Err(e), (f, 0))),
-                    }
-                });
-                Body::from_stream(chunks)
-            }
-        }
-    }
-}
-
-/// Reads the `file` part whole into memory, or into a temporary file past
-/// [`MAX_IN_MEMORY`], its length held within `min..=max` (the policy's
-/// `content-length-range`, and S3's 5 GiB): past `max` it stops at once
-/// with 400 `EntityTooLarge`; short of `min` at its end, 400
-/// `EntityTooSmall`. The store has seen nothing either way.
-async fn spool(
-    mut file: multer::Field<'static>,
-    min: u64,
-    max: u64,
-) -> Result<(Spooled, u64), S3Error> {
-    let mut len: u64 = 0;
-    let mut memory: Vec<u8> = Vec::new();
-    let mut disk: Option<tokio::fs::File> = None;
-    while let Some(chunk) = file.chunk().await.map_err(|e| parse_error(&e))? {
-        len = len
-            .checked_add(chunk.len() as u64)
-            .filter(|l| *l <= max)
-            .ok_or_else(|| {
-                S3Error::new(
-                    StatusCode::BAD_REQUEST,
-                    "EntityTooLarge",
-                    "Your proposed upload exceeds the maximum allowed size",
-                )
-            })?;
-        if disk.is_none() && memory.len() + chunk.len() > MAX_IN_MEMORY {
-            let f = tokio::task::spawn_blocking(tempfile::tempfile)
-                .await
-                .map_err(|_| S3Error::internal("the upload could not be spooled"))?
-                .map_err(|e| spool_failed(&e))?;
-            let mut f = tokio::fs::File::from_std(f);
-            f.write_all(&memory).await.map_err(|e| spool_failed(&e))?;
-            memory = Vec::new();
-            disk = Some(f);
-        }
-        match &mut disk {
-            Some(f) => f.write_all(&chunk).await.map_err(|e| spool_failed(&e))?,
-            None => memory.extend_from_slice(&chunk),
-        }
-    }
-    if len < min {
-        return Err(S3Error::new(
-            StatusCode::BAD_REQUEST,
-            "EntityTooSmall",
-            "Your proposed upload is smaller than the minimum allowed size",
-        ));
-    }
-    match disk {
-        None => Ok((Spooled::Memory(memory), len)),
-        Some(mut f) => {
-            f.flush().await.map_err(|e| spool_failed(&e))?;
-            f.seek(std::io::SeekFrom::Start(0))
-                .await
-                .map_err(|e| spool_failed(&e))?;
-            Ok((Spooled::File(f), len))
-        }
-    }
-}
-
-fn spool_failed(e: &std::io::Error) -> S3Error {
-    tracing::warn!(error = %e, "the POST upload could not be spooled to a temporary file");
-    S3Error::internal("the upload could not be spooled")
 }
 
 #[cfg(test)]

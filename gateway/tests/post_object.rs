@@ -607,3 +607,126 @@ fn a_tenants_form_cannot_upload_into_another_tenants_bucket() {
     let r = a.get_plain("/alpha/mine");
     assert_eq!(&r.body[..], b"a's own");
 }
+
+/// Writes `head` and `body` on a new connection to the gateway, returning
+/// the stream (the rest of the body may follow).
+fn raw_post(
+    url: &str,
+    bucket: &str,
+    boundary: &str,
+    len: usize,
+    prefix: &[u8],
+) -> std::net::TcpStream {
+    use std::io::Write as _;
+    let addr = url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "POST /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len}\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(prefix).unwrap();
+    s
+}
+
+/// The status code of the answer read from `s`.
+fn raw_status(s: &mut std::net::TcpStream) -> (u16, String) {
+    use std::io::Read as _;
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "the connection closed before an answer");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let status = text.split(' ').nth(1).unwrap().parse().unwrap();
+    // The rest of what came, for messages.
+    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+    if let Ok(n) = s.read(&mut buf) {
+        got.extend_from_slice(&buf[..n]);
+    }
+    (status, String::from_utf8_lossy(&got).into_owned())
+}
+
+/// The safety issue's finding 4, played: form uploads trickled in hold
+/// spool space only within the global budget (`--post-spool-mib`): one
+/// that would go past it is answered 503 SlowDown while another holds the
+/// space, and served once that one is done; a form upload that goes on
+/// past `--post-upload-timeout` is ended with 400 RequestTimeout, its
+/// spool space given back.
+#[test]
+fn form_uploads_spool_within_a_global_budget_and_a_deadline() {
+    let gw = gateway_with(
+        gateway_bin(),
+        &["--post-spool-mib", "4", "--post-upload-timeout", "3s"],
+        &[],
+    );
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("spool");
+    let spooled = || s3.metric("hipobj_post_spool_bytes", &[]);
+
+    // Upload 1: 3 MiB of file sent, its last bytes held back.
+    let big = pattern(3 << 20);
+    let (boundary, body) = v4("spool", "one", &[]).body("one", &big, &[]);
+    let held_back = 64;
+    let mut one = raw_post(
+        &gw.url,
+        "spool",
+        &boundary,
+        body.len(),
+        &body[..body.len() - held_back],
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // (The parser keeps the file's last bytes until it sees the boundary.)
+    while spooled() < ((3 << 20) - (64 << 10)) as f64 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "upload 1 never spooled its file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Upload 2 (1.5 MiB) does not fit beside it.
+    let r = submit(
+        &gw.url,
+        "spool",
+        &v4("spool", "two", &[]),
+        "two",
+        &pattern(3 << 19),
+    );
+    refused(&r, 503, "SlowDown", "past the spool's budget");
+    assert_absent(&s3, "/spool/two");
+    // Upload 1 finishes and is stored; then upload 2 fits.
+    {
+        use std::io::Write as _;
+        one.write_all(&body[body.len() - held_back..]).unwrap();
+    }
+    let (status, text) = raw_status(&mut one);
+    assert_eq!(status, 204, "{text}");
+    assert_object(&s3, "/spool/one", &big);
+    let r = submit(
+        &gw.url,
+        "spool",
+        &v4("spool", "two", &[]),
+        "two",
+        &pattern(3 << 19),
+    );
+    assert_eq!(r.status.as_u16(), 204, "{}", r.text());
+    assert_eq!(spooled(), 0.0);
+
+    // Upload 3 stops sending half-way (under the body timeout, 60 s): the
+    // deadline (3 s) ends it.
+    let (boundary, body) = v4("spool", "three", &[]).body("three", &big, &[]);
+    let mut three = raw_post(
+        &gw.url,
+        "spool",
+        &boundary,
+        body.len(),
+        &body[..body.len() / 2],
+    );
+    let (status, text) = raw_status(&mut three);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("RequestTimeout"), "{text}");
+    assert_absent(&s3, "/spool/three");
+    assert_eq!(spooled(), 0.0);
+}
