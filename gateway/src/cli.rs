@@ -165,6 +165,14 @@ pub struct CommonArgs {
     /// the store's answer (beyond it: 400 RequestTimeout).
     #[arg(long, env = "HIPOBJ_POST_UPLOAD_TIMEOUT", default_value = "15m", value_parser = positive_duration, value_name = "DURATION")]
     pub post_upload_timeout: Duration,
+    /// MiB of aws-chunked data the gateway may hold in all while chunk
+    /// signatures are checked (a chunk declares up to 16 MiB); a chunk
+    /// beyond it ends its upload with 503 SlowDown.
+    #[arg(long, env = "HIPOBJ_CHUNK_BUFFER_MIB", default_value = "256", value_parser = at_least_one, value_name = "MIB")]
+    pub chunk_buffer_mib: usize,
+    /// The share of --chunk-buffer-mib one access key may hold.
+    #[arg(long, env = "HIPOBJ_CHUNK_BUFFER_PER_KEY_MIB", default_value = "64", value_parser = at_least_one, value_name = "MIB")]
+    pub chunk_buffer_per_key_mib: usize,
     /// Log format on stderr (the filter is RUST_LOG, default `info`).
     #[arg(long, env = "HIPOBJ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -388,6 +396,8 @@ impl CommonArgs {
             post_spool_dir: self.post_spool_dir.clone(),
             post_spool_bytes: (self.post_spool_mib as u64).saturating_mul(1 << 20),
             post_upload_timeout: self.post_upload_timeout,
+            chunk_buffer_bytes: (self.chunk_buffer_mib as u64).saturating_mul(1 << 20),
+            chunk_buffer_per_key: (self.chunk_buffer_per_key_mib as u64).saturating_mul(1 << 20),
         }
     }
 
@@ -682,6 +692,8 @@ mod tests {
                 post_spool_dir: Some("/var/spool/hipobj".into()),
                 post_spool_bytes: 512 << 20,
                 post_upload_timeout: Duration::from_secs(300),
+                chunk_buffer_bytes: 256 << 20,
+                chunk_buffer_per_key: 64 << 20,
             }
         );
         for (flag, value) in [

@@ -287,6 +287,11 @@ pub struct ServerConfig {
     /// How long one form upload may take in all, from its head to the
     /// store's answer (beyond: 400 `RequestTimeout`).
     pub post_upload_timeout: Duration,
+    /// aws-chunked bytes the whole process may hold awaiting their chunk
+    /// signatures (see `auth::chunk_budget`).
+    pub chunk_buffer_bytes: u64,
+    /// The share of that one access key may hold.
+    pub chunk_buffer_per_key: u64,
 }
 
 impl Default for ServerConfig {
@@ -300,6 +305,8 @@ impl Default for ServerConfig {
             post_spool_dir: None,
             post_spool_bytes: 4 << 30,
             post_upload_timeout: Duration::from_secs(15 * 60),
+            chunk_buffer_bytes: crate::auth::chunk_budget::DEFAULT_LIMIT,
+            chunk_buffer_per_key: crate::auth::chunk_budget::DEFAULT_PER_KEY,
         }
     }
 }

@@ -60,6 +60,10 @@ impl Engine {
     pub fn new(cfg: &EngineConfig) -> Result<Engine, StartError> {
         crate::metrics::install();
         let embedded = matches!(cfg.upstream, UpstreamConfig::Embedded { .. });
+        crate::auth::chunk_budget::global().configure(
+            cfg.server.chunk_buffer_bytes,
+            cfg.server.chunk_buffer_per_key,
+        );
         check_tenants(&cfg.credentials, embedded)?;
         let upstream = upstream::build_with(&cfg.upstream, &cfg.region, &cfg.upstream_options)?;
         let mut rdma_cfg = cfg.rdma.clone();

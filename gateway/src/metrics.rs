@@ -81,6 +81,10 @@ pub const PAIRS_RELEASED: &str = "hipobj_rdma_pairs_released_total";
 pub const POST_SPOOL_BYTES: &str = "hipobj_post_spool_bytes";
 /// Counter: form uploads refused because the spool's budget was spent.
 pub const POST_SPOOL_REFUSED: &str = "hipobj_post_spool_refused_total";
+/// Gauge: aws-chunked bytes held awaiting their chunk signatures.
+pub const CHUNK_BUFFER_BYTES: &str = "hipobj_chunk_buffer_bytes";
+/// Counter: aws-chunked bodies ended (503) because the chunk budget was spent.
+pub const CHUNK_BUFFER_REFUSED: &str = "hipobj_chunk_buffer_refused_total";
 /// Client connections being served.
 pub const HTTP_CONNECTIONS: &str = "hipobj_http_connections";
 /// Counter: bytes RDMA GETs read from the embedded store's files straight
@@ -167,6 +171,14 @@ fn describe() {
     );
     describe_gauge!(DC_INITIATORS, "DC initiators leased by transfers");
     describe_gauge!(POST_SPOOL_BYTES, "Bytes form uploads hold in spool files");
+    describe_gauge!(
+        CHUNK_BUFFER_BYTES,
+        "aws-chunked bytes held awaiting their chunk signatures"
+    );
+    describe_counter!(
+        CHUNK_BUFFER_REFUSED,
+        "aws-chunked bodies ended (503) because the chunk budget was spent"
+    );
     describe_counter!(
         POST_SPOOL_REFUSED,
         "Form uploads refused (503) because the spool's budget was spent"
@@ -325,6 +337,16 @@ pub fn pairs_released(device: &str, reason: &'static str, n: usize) {
         counter!(PAIRS_RELEASED, "device" => device.to_string(), "reason" => reason)
             .increment(n as u64);
     }
+}
+
+/// The aws-chunked bytes held now.
+pub fn chunk_buffer_bytes(n: u64) {
+    gauge!(CHUNK_BUFFER_BYTES).set(n as f64);
+}
+
+/// An aws-chunked body ended for the chunk budget.
+pub fn chunk_buffer_refused() {
+    counter!(CHUNK_BUFFER_REFUSED).increment(1);
 }
 
 /// The bytes form uploads hold in spool files now.

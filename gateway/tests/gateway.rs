@@ -9,6 +9,7 @@ mod auth_sigv4;
 mod embedded_store;
 mod external_common;
 mod external_upstream;
+mod hostile_chunks;
 mod hostile_common;
 mod hostile_rdma;
 mod hostile_slowloris;

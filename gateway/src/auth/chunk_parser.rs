@@ -93,6 +93,9 @@ pub(crate) struct ChunkParser {
     trailers: Vec<(String, String)>,
     trailer_bytes: usize,
     trailer_signature: Option<[u8; 32]>,
+    /// What this body holds of the process's budget of buffered chunk
+    /// bytes ([`super::chunk_budget`]).
+    budget: super::chunk_budget::Held,
 }
 
 impl ChunkParser {
@@ -103,7 +106,11 @@ impl ChunkParser {
     }
 
     pub(crate) fn new(mode: Mode, verified: &Verified) -> ChunkParser {
-        ChunkParser::with_context(mode, verified.chain.clone(), verified.decoded_length)
+        let mut p =
+            ChunkParser::with_context(mode, verified.chain.clone(), verified.decoded_length);
+        p.budget =
+            super::chunk_budget::Held::new(super::chunk_budget::global(), &verified.access_key);
+        p
     }
 
     fn with_context(mode: Mode, ctx: ChainContext, declared_length: Option<u64>) -> ChunkParser {
@@ -136,7 +143,21 @@ impl ChunkParser {
             trailers: Vec::new(),
             trailer_bytes: 0,
             trailer_signature: None,
+            budget: super::chunk_budget::Held::new(super::chunk_budget::global(), ""),
         }
+    }
+
+    /// The bytes this body holds or has made room for: the chunk held back,
+    /// the one being read and what remains of it.
+    fn holding(&self) -> u64 {
+        if !self.buffers() {
+            return 0;
+        }
+        let remaining = match self.state {
+            State::Data { remaining } => remaining,
+            _ => 0,
+        };
+        (self.held.as_ref().map_or(0, Bytes::len) + self.chunk.len()) as u64 + remaining
     }
 
     /// Whether complete chunks are held back for a trailing checksum.
@@ -156,11 +177,16 @@ impl ChunkParser {
         mut input: Bytes,
         out: &mut VecDeque<Bytes>,
     ) -> Result<(), AuthError> {
-        let result = self.push_inner(&mut input, out);
+        let mut result = self.push_inner(&mut input, out);
         if result.is_err() {
             self.state = State::Done;
             self.held = None;
             self.chunk = BytesMut::new();
+        }
+        // What was released gives its share of the budget back.
+        let holding = self.holding();
+        if let Err(e) = self.budget.hold(holding) {
+            result = result.and(Err(e));
         }
         result
     }
@@ -324,10 +350,12 @@ impl ChunkParser {
             if let Some(prev) = self.held.take() {
                 out.push_back(prev);
             }
+            self.state = State::Data { remaining: size };
             if self.buffers() {
+                // Room for the chunk is taken from the budget first.
+                self.budget.hold(self.holding())?;
                 self.chunk.reserve(usize::try_from(size).unwrap_or(0));
             }
-            self.state = State::Data { remaining: size };
         }
         Ok(())
     }

@@ -76,6 +76,10 @@ pub enum AuthError {
     /// not serve.
     #[error("{0}")]
     NotImplemented(String),
+    /// 503 `SlowDown`: the process's budget of buffered aws-chunked bytes
+    /// (or the access key's share of it) is spent.
+    #[error("{0}")]
+    SlowDown(String),
     /// 500 `InternalError`: an outbound request could not be signed.
     #[error("cannot sign the upstream request: {0}")]
     Signing(String),
@@ -103,6 +107,7 @@ impl AuthError {
             AuthError::IncompleteBody(_) => "IncompleteBody",
             AuthError::MalformedTrailer(_) => "MalformedTrailerError",
             AuthError::NotImplemented(_) => "NotImplemented",
+            AuthError::SlowDown(_) => "SlowDown",
             AuthError::Signing(_) => "InternalError",
         }
     }
@@ -129,6 +134,7 @@ impl AuthError {
             | AuthError::IncompleteBody(_)
             | AuthError::MalformedTrailer(_) => StatusCode::BAD_REQUEST,
             AuthError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
+            AuthError::SlowDown(_) => StatusCode::SERVICE_UNAVAILABLE,
             AuthError::Signing(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -143,6 +149,7 @@ mod tests {
         let all: Vec<(AuthError, &str, u16)> = vec![
             (AuthError::AccessDenied("x".into()), "AccessDenied", 403),
             (AuthError::Expired, "AccessDenied", 403),
+            (AuthError::SlowDown("x".into()), "SlowDown", 503),
             (AuthError::NotYetValid, "AccessDenied", 403),
             (
                 AuthError::SignatureDoesNotMatch,

@@ -31,6 +31,7 @@
 //! its own message.
 
 mod canonical;
+pub mod chunk_budget;
 mod chunk_parser;
 mod chunked;
 mod error;
