@@ -149,8 +149,9 @@ pub struct CommonArgs {
     #[arg(long, env = "HIPOBJ_BODY_READ_TIMEOUT", default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
     pub body_read_timeout: Duration,
     /// Client connections served at once (lowered at start to fit under the
-    /// open-file limit with a reserve); one beyond it is answered 503
-    /// SlowDown and closed.
+    /// open-file limit with a reserve). At it, a new connection closes the
+    /// one that has waited longest for a request (head or keep-alive);
+    /// when every one is serving a request, it is answered 503 SlowDown.
     #[arg(long, env = "HIPOBJ_MAX_CONNECTIONS", default_value = "4096", value_parser = at_least_one, value_name = "N")]
     pub max_connections: usize,
     /// Directory where form uploads (POST Object) larger than 1 MiB wait
@@ -173,6 +174,12 @@ pub struct CommonArgs {
     /// The share of --chunk-buffer-mib one access key may hold.
     #[arg(long, env = "HIPOBJ_CHUNK_BUFFER_PER_KEY_MIB", default_value = "64", value_parser = at_least_one, value_name = "MIB")]
     pub chunk_buffer_per_key_mib: usize,
+    /// Connections one client address may hold (default: half of
+    /// --max-connections); at it, its own connection that has waited
+    /// longest for a request is closed to make room, or the new one is
+    /// refused with 503 SlowDown.
+    #[arg(long, env = "HIPOBJ_MAX_CONNECTIONS_PER_SOURCE", value_parser = at_least_one, value_name = "N")]
+    pub max_connections_per_source: Option<usize>,
     /// Log format on stderr (the filter is RUST_LOG, default `info`).
     #[arg(long, env = "HIPOBJ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -392,6 +399,7 @@ impl CommonArgs {
             idle_timeout: self.idle_timeout,
             body_read_timeout: self.body_read_timeout,
             max_connections: self.max_connections,
+            max_connections_per_source: self.max_connections_per_source,
             domains: self.domain.clone(),
             post_spool_dir: self.post_spool_dir.clone(),
             post_spool_bytes: (self.post_spool_mib as u64).saturating_mul(1 << 20),
@@ -665,6 +673,8 @@ mod tests {
             "90s",
             "--max-connections",
             "64",
+            "--max-connections-per-source",
+            "16",
             "--domain",
             "s3.example.com,localhost",
             "--domain",
@@ -684,6 +694,7 @@ mod tests {
                 idle_timeout: Duration::from_secs(300),
                 body_read_timeout: Duration::from_secs(90),
                 max_connections: 64,
+                max_connections_per_source: Some(16),
                 domains: vec![
                     "s3.example.com".into(),
                     "localhost".into(),

@@ -270,9 +270,15 @@ pub struct ServerConfig {
     /// applies to a client that stops reading its response.
     pub body_read_timeout: Duration,
     /// Connections served at once (lowered at start so that it stays below
-    /// the open-file limit with a reserve; see `server::connection_cap`);
-    /// one beyond it is answered 503 `SlowDown` and closed.
+    /// the open-file limit with a reserve; see `server::connection_cap`).
+    /// At it, a new connection closes the one that has waited longest for
+    /// its client; when every one is serving a request, it is answered 503
+    /// `SlowDown` and closed.
     pub max_connections: usize,
+    /// Connections one source address may hold (`None`: half of
+    /// `max_connections`); at it, its own longest-waiting connection is
+    /// closed to make room for a new one, or the new one is refused.
+    pub max_connections_per_source: Option<usize>,
     /// Domains under which a request is virtual-hosted
     /// (`Host: bucket.<domain>[:port]`, path `/key`), as MinIO's
     /// `MINIO_DOMAIN`: such a request is served as `/bucket/key` is. Empty:
@@ -301,6 +307,7 @@ impl Default for ServerConfig {
             idle_timeout: Duration::from_secs(60),
             body_read_timeout: Duration::from_secs(60),
             max_connections: 4096,
+            max_connections_per_source: None,
             domains: Vec::new(),
             post_spool_dir: None,
             post_spool_bytes: 4 << 30,

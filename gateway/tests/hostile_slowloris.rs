@@ -1,7 +1,9 @@
 //! Hostile clients of the HTTP front, against the real gateway binary
 //! (embedded store, software RDMA): request heads trickled a line at a
-//! time and silent connections are closed after --header-read-timeout; a
-//! connection beyond --max-connections is answered 503 SlowDown at once;
+//! time and silent connections are closed after --header-read-timeout; at
+//! --max-connections a new connection closes the one that waited longest
+//! for its head (503 SlowDown at once only when all are busy), and one
+//! source address holds at most --max-connections-per-source;
 //! an idle keep-alive connection is closed after --idle-timeout; a body
 //! that stops coming fails after --body-read-timeout, and so does a client
 //! that stops reading its answer. After each, signed requests are served.
@@ -147,13 +149,48 @@ fn signed_head(gw: &ServerProc, method: &str, path: &str, content_length: usize)
     head
 }
 
+/// A signed PUT of `len` bytes whose body never comes, sent with
+/// `Expect: 100-continue`; returns once the gateway asked for the body
+/// (the request is being served: its connection is busy).
+fn busy_upload(gw: &ServerProc, path: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr(gw)).unwrap();
+    let head = signed_head(gw, "PUT", path, 1000).replacen(
+        "\r\n\r\n",
+        "\r\nexpect: 100-continue\r\n\r\n",
+        1,
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.set_read_timeout(Some(GENEROUS)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 256];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut buf).expect("100 Continue");
+        assert!(n > 0, "closed before 100 Continue");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 100"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    s
+}
+
+/// The safety issue's finding 7, played: the cap's worth of clients
+/// trickling request heads (or silent) no longer lock a well-behaved client
+/// out: it is served at once, the connection that waited longest for its
+/// head closed to make room; every trickling connection is closed in the
+/// end; only when every connection is serving a request is a new one
+/// answered 503 SlowDown.
 #[test]
-fn trickled_heads_are_cut_off_and_the_cap_refuses_at_once() {
+fn trickled_heads_make_room_and_are_cut_off_and_the_cap_refuses_when_all_are_busy() {
     const CAP: usize = 64;
     let gw = gateway_with(
         bin(),
         &[
             "--max-connections",
+            &CAP.to_string(),
+            "--max-connections-per-source",
             &CAP.to_string(),
             // Long enough for the cap to be filled and tried.
             "--header-read-timeout",
@@ -172,30 +209,15 @@ fn trickled_heads_are_cut_off_and_the_cap_refuses_at_once() {
             s
         })
         .collect();
-    // (b) Beyond the cap: 503 SlowDown, Connection: close, and the end.
-    let mut extra = TcpStream::connect(addr(&gw)).unwrap();
-    extra
-        .write_all(b"GET /slow/x HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&read_to_close(&mut extra)).into_owned();
-    assert!(
-        answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
-        "{answer}"
-    );
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-    assert!(
-        head.to_ascii_lowercase()
-            .contains("\r\nconnection: close\r\n"),
-        "{head}"
-    );
-    assert_eq!(
-        hipobj_testkit::xml_field(body.as_bytes(), "Code").as_deref(),
-        Some("SlowDown")
-    );
-    assert_eq!(
-        hipobj_testkit::xml_field(body.as_bytes(), "Message").as_deref(),
-        Some("too many connections")
-    );
+    // (b) Beyond the cap, a well-behaved client is served at once: the
+    // longest-waiting slow connection made room.
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("slow");
+    let data = pattern(3, 100_000);
+    let a = s3.put_plain("/slow/obj", data.clone());
+    assert_eq!(a.status.as_u16(), 200, "{}", a.text());
+    assert_object(&s3, "/slow/obj", &data);
+    assert!(closed(&gw, "evicted") >= 1);
     // (a) Trickling keeps no connection open: each gets a header line every
     // 200 ms, and every one is closed all the same.
     let deadline = Instant::now() + GENEROUS;
@@ -229,17 +251,109 @@ fn trickled_heads_are_cut_off_and_the_cap_refuses_at_once() {
         std::thread::sleep(Duration::from_millis(200));
     }
     drop(slow);
-    assert!(closed(&gw, "header_timeout") >= CAP as u64);
-    assert!(closed(&gw, "refused") >= 1);
-    // (c) The gateway serves well-behaved clients again.
+    assert!(closed(&gw, "header_timeout") + closed(&gw, "evicted") >= CAP as u64);
+    drop(s3);
+    // (c) Every connection serving a request (a body that does not come):
+    // a new one is answered 503 SlowDown, Connection: close, and the end.
+    let busy: Vec<TcpStream> = (0..CAP)
+        .map(|i| busy_upload(&gw, &format!("/slow/busy{i}")))
+        .collect();
+    let mut extra = TcpStream::connect(addr(&gw)).unwrap();
+    extra
+        .write_all(b"GET /slow/x HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&read_to_close(&mut extra)).into_owned();
+    assert!(
+        answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+        "{answer}"
+    );
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{head}"
+    );
+    assert_eq!(
+        hipobj_testkit::xml_field(body.as_bytes(), "Code").as_deref(),
+        Some("SlowDown")
+    );
+    assert_eq!(
+        hipobj_testkit::xml_field(body.as_bytes(), "Message").as_deref(),
+        Some("too many connections")
+    );
+    drop(busy);
+    // (d) The gateway serves well-behaved clients again.
     let s3 = S3::new(&gw.url);
-    s3.create_bucket("slow");
-    let data = pattern(3, 100_000);
-    let a = s3.put_plain("/slow/obj", data.clone());
-    assert_eq!(a.status.as_u16(), 200, "{}", a.text());
     assert_object(&s3, "/slow/obj", &data);
+    assert!(closed(&gw, "refused") >= 1);
 }
 
+/// The per-source cap: one address holds at most its share; at it, its
+/// own longest-waiting connection makes room for its new one, and
+/// another address's connections are never taken.
+#[test]
+fn a_source_address_holds_at_most_its_share() {
+    // Two sources: 127.0.0.1 and 127.0.0.2 (both on loopback).
+    let gw = gateway_with(
+        bin(),
+        &[
+            "--max-connections",
+            "64",
+            "--max-connections-per-source",
+            "8",
+            "--header-read-timeout",
+            "30s",
+        ],
+        &[],
+    );
+    let server: std::net::SocketAddr = addr(&gw).parse().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let from = |local: &str| -> TcpStream {
+        let local: std::net::SocketAddr = format!("{local}:0").parse().unwrap();
+        rt.block_on(async {
+            let sock = tokio::net::TcpSocket::new_v4().unwrap();
+            sock.bind(local).unwrap();
+            let s = sock.connect(server).await.unwrap();
+            // Accepted and counted before the next one comes.
+            s.into_std().unwrap()
+        })
+    };
+    // The other source's 4 silent connections.
+    let mut other: Vec<TcpStream> = (0..4).map(|_| from("127.0.0.2")).collect();
+    // 20 silent connections from the first source: it keeps 8.
+    let mut mine: Vec<TcpStream> = (0..20).map(|_| from("127.0.0.1")).collect();
+    // The first 12 of them were closed to make room, the last 8 are open;
+    // the other source's are all open.
+    let mut got = Vec::new();
+    let deadline = Instant::now() + GENEROUS;
+    let mut closed_n;
+    loop {
+        closed_n = 0;
+        for s in &mut mine {
+            if is_closed(s, &mut got) {
+                closed_n += 1;
+            }
+        }
+        if closed_n >= 12 || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(closed_n, 12);
+    for s in &mut mine[12..] {
+        assert!(!is_closed(s, &mut got));
+    }
+    for s in &mut other {
+        assert!(
+            !is_closed(s, &mut got),
+            "another source's connection was taken"
+        );
+    }
+    assert!(closed(&gw, "evicted") >= 12);
+}
 #[test]
 fn an_idle_keep_alive_connection_is_closed() {
     let gw = gateway_with(

@@ -15,12 +15,16 @@
 //!   makes no progress for that long (a client that stops reading its
 //!   answer) closes the connection.
 //!
-//! Beyond [`ServerConfig::max_connections`] (lowered at start so that the
+//! At [`ServerConfig::max_connections`] (lowered at start so that the
 //! connections and a reserve for the rest of the process fit under the
 //! open-file limit, which is raised to its hard limit first), a new
-//! connection is answered at once with 503 `SlowDown` and
-//! `Connection: close`, and closed. Shutdown stops accepting and lets the
-//! requests in flight finish.
+//! connection makes room by closing the connection that has waited longest
+//! for its client, for a request head or idle (see `table`); only when
+//! every connection is serving a request is it answered at once with 503
+//! `SlowDown` and `Connection: close`, and closed. A source address holds
+//! at most [`ServerConfig::max_connections_per_source`] connections; at
+//! it, its own longest-waiting connection makes room. Shutdown stops
+//! accepting and lets the requests in flight finish.
 //!
 //! Every request carries its connection's peer as [`ClientAddr`].
 
@@ -45,12 +49,14 @@ use crate::s3err::request_id;
 
 mod activity;
 mod fd_limit;
+mod table;
 
 use crate::s3err::S3Error;
 use activity::{Activity, Expiry, InFlight, Limits, Tracked, Watched};
 pub use fd_limit::{
     connection_cap, fd_reserve, raise_fd_limit, FdLimit, FD_RESERVE_MIN, MAX_REFUSALS,
 };
+use table::{ConnTable, Registration};
 
 /// How long a refused connection is kept to deliver the 503 and read what
 /// the client sent (closing on unread bytes would reset the connection and
@@ -60,6 +66,10 @@ const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 /// The most a refused client's request is read before its connection is
 /// closed.
 const REFUSAL_DRAIN: usize = 64 << 10;
+
+/// The longest a new connection waits for the place of the connection it
+/// closed to make room (that connection's task ends at its next poll).
+const EVICTION_WAIT: Duration = Duration::from_secs(1);
 
 /// The wait after an accept that failed for lack of resources (EMFILE,
 /// ENFILE, ENOMEM, ...), so that a full table is not spun on.
@@ -112,6 +122,11 @@ pub async fn serve<H: Handler>(
     );
     let limits = Arc::new(Limits::new(cfg));
     let conns = Arc::new(Semaphore::new(cap));
+    let per_source = cfg
+        .max_connections_per_source
+        .unwrap_or(cap / 2)
+        .clamp(1, cap.max(1));
+    let table = ConnTable::new(per_source);
     let refusals = Arc::new(Semaphore::new(MAX_REFUSALS));
     let (stop, stopping) = watch::channel(false);
     tokio::pin!(shutdown);
@@ -139,18 +154,50 @@ pub async fn serve<H: Handler>(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "TCP_NODELAY not set");
         }
+        // A source at its share makes room among its own connections.
+        let ip = peer.ip();
+        if table.from(ip) >= table.per_source && !table.evict_longest_waiting(Some(ip)) {
+            refuse(stream, peer, &refusals);
+            continue;
+        }
+        let activity = Arc::new(Activity::new());
+        let evict = Arc::new(tokio::sync::Notify::new());
+        let registration = table.register(ip, activity.clone(), evict.clone());
+        let conn = Conn {
+            stream,
+            peer,
+            activity,
+            evict,
+            _registration: registration,
+        };
         match conns.clone().try_acquire_owned() {
             Ok(permit) => {
                 tokio::spawn(connection(
-                    stream,
-                    peer,
+                    conn,
                     engine.clone(),
                     limits.clone(),
                     stopping.clone(),
                     permit,
                 ));
             }
-            Err(_) => refuse(stream, peer, &refusals),
+            Err(_) if table.evict_longest_waiting(None) => {
+                let (conns, engine, limits, stopping, refusals) = (
+                    conns.clone(),
+                    engine.clone(),
+                    limits.clone(),
+                    stopping.clone(),
+                    refusals.clone(),
+                );
+                tokio::spawn(async move {
+                    match tokio::time::timeout(EVICTION_WAIT, conns.acquire_owned()).await {
+                        Ok(Ok(permit)) => {
+                            connection(conn, engine, limits, stopping, permit).await;
+                        }
+                        _ => refuse(conn.stream, peer, &refusals),
+                    }
+                });
+            }
+            Err(_) => refuse(conn.stream, peer, &refusals),
         }
     }
     drop(listener);
@@ -222,11 +269,21 @@ fn refuse(mut stream: TcpStream, peer: SocketAddr, refusals: &Arc<Semaphore>) {
     });
 }
 
-/// Serves one connection until it ends, its time is up, or (after
-/// `stopping`) its requests in flight are done.
-async fn connection<H: Handler>(
+/// An accepted connection, in the table.
+struct Conn {
     stream: TcpStream,
     peer: SocketAddr,
+    activity: Arc<Activity>,
+    /// Notified when it is to close to make room for another.
+    evict: Arc<tokio::sync::Notify>,
+    _registration: Registration,
+}
+
+/// Serves one connection until it ends, its time is up, it is closed to
+/// make room for another, or (after `stopping`) its requests in flight are
+/// done.
+async fn connection<H: Handler>(
+    conn: Conn,
     engine: Arc<H>,
     limits: Arc<Limits>,
     mut stopping: watch::Receiver<bool>,
@@ -234,7 +291,13 @@ async fn connection<H: Handler>(
 ) {
     crate::metrics::http_connection(true);
     let _open = scopeguard(|| crate::metrics::http_connection(false));
-    let activity = Arc::new(Activity::new());
+    let Conn {
+        stream,
+        peer,
+        activity,
+        evict,
+        _registration,
+    } = conn;
     let io = TokioIo::new(Watched {
         io: stream,
         activity: activity.clone(),
@@ -307,6 +370,11 @@ async fn connection<H: Handler>(
                 return;
             }
             () = activity.changed.notified() => {}
+            () = evict.notified() => {
+                crate::metrics::http_connection_closed("evicted");
+                tracing::debug!(%peer, "connection closed: it waited longest for its client, and a new one needed its place");
+                return;
+            }
             () = async { sleep.expect("a deadline").await }, if deadline.is_some() => {}
             _ = stopping.changed(), if !graceful => {
                 conn.as_mut().graceful_shutdown();
