@@ -48,10 +48,22 @@ fn the_same_host_path_carries_the_payload_only_when_on() {
     assert_eq!(moved, (16 << 20) - (1 << 20) + (16 << 20));
 }
 
-/// A fake responder that offers the same-host path naming `pid` (whoever
+/// Whom a fake responder names in its hello answer.
+#[derive(Clone, Copy, Debug)]
+enum Named {
+    /// This process id.
+    Pid(u32),
+    /// A child process to which the responder handed its end of the
+    /// connection (as the child's standard input), so that it holds the
+    /// far end: of another user (uid 65534; it is not the requester's
+    /// user) or, with `None`, of this one.
+    HandedTo(Option<u32>),
+}
+
+/// A fake responder that offers the same-host path naming `who` (whoever
 /// it likes), acknowledges the first WRITE segment it gets and returns the
 /// second request's header.
-fn second_request_to_a_responder_naming(pid: u32) -> Request {
+fn second_request_to_a_responder_naming(who: Named) -> Request {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let fake_qpn = (u32::from(port) << 8) | 1;
@@ -61,6 +73,25 @@ fn second_request_to_a_responder_naming(pid: u32) -> Request {
         let mut h = [0u8; HELLO_LEN];
         c.read_exact(&mut h).unwrap();
         assert!(Hello::decode(&h).is_some());
+        let mut child = None;
+        let pid = match who {
+            Named::Pid(pid) => pid,
+            Named::HandedTo(uid) => {
+                use std::os::unix::process::CommandExt as _;
+                let end = std::os::fd::OwnedFd::from(c.try_clone().unwrap());
+                let mut cmd = std::process::Command::new("sleep");
+                cmd.arg("30").stdin(std::process::Stdio::from(end));
+                if let Some(uid) = uid {
+                    cmd.uid(uid);
+                }
+                let ch = cmd
+                    .spawn()
+                    .expect("a child process (as uid 65534: the test runs as root)");
+                let pid = ch.id();
+                child = Some(ch);
+                pid
+            }
+        };
         c.write_all(&HelloAck { cma: true, pid }.encode()).unwrap();
         let mut read_req = || {
             let mut b = [0u8; REQUEST_LEN];
@@ -79,6 +110,10 @@ fn second_request_to_a_responder_naming(pid: u32) -> Request {
         };
         // Gone: the requester's retries fail its second WRITE.
         drop(c);
+        if let Some(mut ch) = child {
+            let _ = ch.kill();
+            let _ = ch.wait();
+        }
         second
     });
     let p = fast_provider();
@@ -118,7 +153,9 @@ fn a_responder_naming_another_process_is_never_copied_to() {
     let _one = serial();
     let other = std::os::unix::process::parent_id();
     for pid in [1, other] {
-        let second = with_path_result(true, || second_request_to_a_responder_naming(pid));
+        let second = with_path_result(true, || {
+            second_request_to_a_responder_naming(Named::Pid(pid))
+        });
         assert_eq!(second.op, ReqOp::Write);
         assert_eq!(second.flags & FLAG_CMA, 0, "pid {pid}: {second:?}");
         assert_eq!(second.seg_len, 128 << 10, "the payload came by the stream");
@@ -126,10 +163,66 @@ fn a_responder_naming_another_process_is_never_copied_to() {
     // The control: this process does hold the far end, and then the path
     // is used.
     let second = with_path_result(true, || {
-        second_request_to_a_responder_naming(std::process::id())
+        second_request_to_a_responder_naming(Named::Pid(std::process::id()))
     });
     assert_ne!(second.flags & FLAG_CMA, 0, "{second:?}");
     assert_eq!((second.seg_len, second.cma_len), (0, 128 << 10));
+}
+
+/// The safety issue's finding 3, played: a client that hands its end of
+/// the connection to a process of another user (a setuid program, by
+/// fork+exec or SCM_RIGHTS) and names it is never copied to, though that
+/// process does hold the far end: the process must run as the
+/// requester's user. (Needs root to start a process as another user.)
+#[test]
+fn a_responder_handing_its_end_to_another_user_is_never_copied_to() {
+    let _one = serial();
+    if std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout != b"0\n")
+        .unwrap_or(true)
+    {
+        eprintln!("skipped: starting a process as another user needs root");
+        return;
+    }
+    let second = with_path_result(true, || {
+        second_request_to_a_responder_naming(Named::HandedTo(Some(65534)))
+    });
+    assert_eq!(second.flags & FLAG_CMA, 0, "{second:?}");
+    assert_eq!(second.seg_len, 128 << 10, "the payload came by the stream");
+}
+
+/// A requester that is root or holds CAP_SYS_PTRACE does not copy into
+/// another process by default (the kernel would check its privilege, not
+/// its client's): the bytes go by the stream; `HIPOBJ_SOFT_CMA=privileged`
+/// (`cma_privileged`) lets it. The responder here is a child of the
+/// requester's own user that holds the far end.
+#[test]
+fn a_privileged_requester_does_not_use_the_path_by_default() {
+    let _one = serial();
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout == b"0\n");
+    let mut second = None;
+    with_default_privilege_rule(|| {
+        second = Some(with_path_result(true, || {
+            second_request_to_a_responder_naming(Named::HandedTo(None))
+        }));
+    });
+    let second = second.unwrap();
+    if root {
+        assert_eq!(second.flags & FLAG_CMA, 0, "a root requester: {second:?}");
+        assert_eq!(second.seg_len, 128 << 10, "the payload came by the stream");
+    } else {
+        assert_ne!(second.flags & FLAG_CMA, 0, "{second:?}");
+    }
+    // Allowed by the configuration: the path is used.
+    let second = with_path_result(true, || {
+        second_request_to_a_responder_naming(Named::HandedTo(None))
+    });
+    assert_ne!(second.flags & FLAG_CMA, 0, "{second:?}");
 }
 
 /// Small requests take the stream even where the path is open: the grant's

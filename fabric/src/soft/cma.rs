@@ -14,10 +14,28 @@
 //!
 //! Which process to copy to is never taken on trust: the responder names
 //! its process id in its hello answer, and the requester uses it only if
-//! that process holds the other end of this very TCP connection (its
-//! socket inode in the process's descriptor table, looked up through
-//! `/proc`, as `ss -p` does). A responder cannot aim the requester's
-//! copies at a third process.
+//! ([`verify_peer`]):
+//!
+//! - that process holds the other end of this very TCP connection (its
+//!   socket inode in the process's descriptor table, looked up through
+//!   `/proc`, as `ss -p` does): a responder cannot aim the requester's
+//!   copies at a third process;
+//! - the far end's socket belongs to the requester's own user (the uid
+//!   `/proc/net/tcp` gives the socket), and so does the process, with all
+//!   four of its uids (real, effective, saved, filesystem): a client that
+//!   hands its socket to a process of another user (a setuid program, by
+//!   `fork`+`exec` or `SCM_RIGHTS`) is not copied to;
+//! - the requester itself is neither root nor holds `CAP_SYS_PTRACE`,
+//!   unless its configuration says so (`HIPOBJ_SOFT_CMA=privileged`) or
+//!   the responder is the requester's own process: the kernel's ptrace
+//!   check is made against the requester's privilege, not the client's,
+//!   and a privileged gateway could otherwise be aimed at any process of
+//!   the host;
+//! - the process is still the one checked: a pidfd is opened before the
+//!   checks and held for the connection, and the process is confirmed
+//!   alive through it before every copy, so that a pid the client freed
+//!   (it exited) and the system gave to another process is never copied
+//!   to.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -37,19 +55,30 @@ fn proc_net_form(a: SocketAddr) -> Option<String> {
     Some(format!("{raw:08X}:{:04X}", v4.port()))
 }
 
-/// The inode of the socket at the far end of `stream` (the one whose local
-/// address is `stream`'s peer and whose remote address is `stream`'s own).
-fn far_end_inode(stream: &TcpStream) -> Option<u64> {
+/// The uid and inode of the socket at the far end of `stream` (the one
+/// whose local address is `stream`'s peer and whose remote address is
+/// `stream`'s own).
+fn far_end(stream: &TcpStream) -> Option<(u32, u64)> {
     let near = proc_net_form(stream.local_addr().ok()?)?;
     let far = proc_net_form(stream.peer_addr().ok()?)?;
     let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
     table.lines().skip(1).find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
-        (f.len() > 9 && f[1] == far && f[2] == near)
-            .then(|| f[9].parse::<u64>().ok())
-            .flatten()
-            .filter(|&inode| inode != 0)
+        if f.len() <= 9 || f[1] != far || f[2] != near {
+            return None;
+        }
+        let uid = f[7].parse::<u32>().ok()?;
+        let inode = f[9].parse::<u64>().ok().filter(|&inode| inode != 0)?;
+        Some((uid, inode))
     })
+}
+
+fn far_end_inode(stream: &TcpStream) -> Option<u64> {
+    far_end(stream).map(|(_, inode)| inode)
+}
+
+fn far_end_uid(stream: &TcpStream) -> Option<u32> {
+    far_end(stream).map(|(uid, _)| uid)
 }
 
 /// Whether process `pid` holds the far end of `stream`.
@@ -67,6 +96,124 @@ pub(crate) fn peer_process_holds(stream: &TcpStream, pid: u32) -> bool {
     fds.filter_map(|e| e.ok())
         .filter_map(|e| std::fs::read_link(e.path()).ok())
         .any(|l| l.as_os_str() == want.as_str())
+}
+
+/// The responder's process, checked for the same-host path, held by a
+/// pidfd.
+#[derive(Debug)]
+pub(crate) struct PeerProcess {
+    /// Its process id.
+    pub pid: u32,
+    pidfd: std::os::fd::OwnedFd,
+}
+
+impl PeerProcess {
+    /// Whether the process the pidfd refers to is still alive (so that its
+    /// pid still names it).
+    pub(crate) fn alive(&self) -> bool {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: pidfd_send_signal with signal 0 only checks that the
+        // process exists and may be signalled; the fd is ours and open,
+        // the info pointer null as the call allows.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.as_raw_fd(),
+                0,
+                std::ptr::null::<libc::siginfo_t>(),
+                0u32,
+            )
+        };
+        r == 0
+    }
+}
+
+/// Why the same-host path is not used with a responder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// This process is root or holds CAP_SYS_PTRACE, and the configuration
+    /// does not allow the path then.
+    Privileged,
+    /// No pidfd could be opened for the named process.
+    NoProcess,
+    /// The named process does not hold the connection's far end.
+    NotTheHolder,
+    /// The far end's socket belongs to another user.
+    SocketOfAnotherUser,
+    /// The process runs (in part) as another user.
+    ProcessOfAnotherUser,
+}
+
+/// The four uids (real, effective, saved, filesystem) of `pid`'s `status`.
+fn process_uids(pid: &str) -> Option<[u32; 4]> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    let ids: Vec<u32> = line
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    ids.try_into().ok()
+}
+
+/// Whether this process is root or holds `CAP_SYS_PTRACE` (effective).
+fn privileged() -> bool {
+    const CAP_SYS_PTRACE: u32 = 19;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return true;
+    };
+    let euid = process_uids("self").map_or(0, |u| u[1]);
+    let caps = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(u64::MAX);
+    euid == 0 || caps & (1 << CAP_SYS_PTRACE) != 0
+}
+
+/// Checks the responder's process `pid` for the same-host path on
+/// `stream` (see the module's doc); `allow_privileged`: the path may be
+/// used while this process is root or holds `CAP_SYS_PTRACE`.
+pub(crate) fn verify_peer(
+    stream: &TcpStream,
+    pid: u32,
+    allow_privileged: bool,
+) -> Result<PeerProcess, Refusal> {
+    // Copies into this very process lend no privilege to anyone.
+    if !allow_privileged && pid != std::process::id() && privileged() {
+        return Err(Refusal::Privileged);
+    }
+    let raw = libc::pid_t::try_from(pid).map_err(|_| Refusal::NoProcess)?;
+    if raw <= 0 {
+        return Err(Refusal::NoProcess);
+    }
+    // SAFETY: pidfd_open takes a pid and flags and returns a new
+    // descriptor (or -1); nothing of ours is passed by pointer.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, raw, 0u32) };
+    let fd = i32::try_from(fd)
+        .ok()
+        .filter(|&fd| fd >= 0)
+        .ok_or(Refusal::NoProcess)?;
+    // SAFETY: `fd` was just returned by pidfd_open: an open descriptor
+    // owned by nothing else.
+    let pidfd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let peer = PeerProcess { pid, pidfd };
+    if !peer_process_holds(stream, pid) {
+        return Err(Refusal::NotTheHolder);
+    }
+    let me = process_uids("self")
+        .map(|u| u[1])
+        .ok_or(Refusal::NoProcess)?;
+    if far_end_uid(stream) != Some(me) {
+        return Err(Refusal::SocketOfAnotherUser);
+    }
+    if process_uids(&pid.to_string()) != Some([me; 4]) {
+        return Err(Refusal::ProcessOfAnotherUser);
+    }
+    // Checked while the pidfd named it: still the same process.
+    if !peer.alive() {
+        return Err(Refusal::NoProcess);
+    }
+    Ok(peer)
 }
 
 /// Copies between local pieces and one remote range of process `pid`:
@@ -134,6 +281,64 @@ mod tests {
         // Not process 1's (nor any made-up one's).
         assert!(!peer_process_holds(&c, 1));
         assert!(!peer_process_holds(&c, 0));
+    }
+
+    #[test]
+    fn a_peer_is_verified_by_user_holder_and_privilege() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_s, _) = l.accept().unwrap();
+        let me = std::process::id();
+        // This process holds the far end, as its own user: verified when
+        // the privilege rule allows it.
+        let allowed = verify_peer(&c, me, true).map(|p| p.pid);
+        assert_eq!(allowed, Ok(me));
+        // A process that does not hold the connection, or none at all.
+        assert_eq!(verify_peer(&c, 1, true).err(), Some(Refusal::NotTheHolder));
+        assert_eq!(verify_peer(&c, 0, true).err(), Some(Refusal::NoProcess));
+        assert_eq!(
+            verify_peer(&c, u32::MAX, true).err(),
+            Some(Refusal::NoProcess)
+        );
+        // This very process: the privilege rule does not apply.
+        assert!(verify_peer(&c, me, false).is_ok());
+    }
+
+    /// A process of another user (started as uid 65534 where this test
+    /// runs as root) is never verified, and a pidfd sees its end.
+    #[test]
+    fn a_process_of_another_user_is_refused_and_its_end_is_seen() {
+        use std::os::unix::process::CommandExt as _;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_s, _) = l.accept().unwrap();
+        let Ok(mut child) = std::process::Command::new("sleep")
+            .arg("30")
+            .uid(65534)
+            .spawn()
+        else {
+            eprintln!("skipped: starting a process as another user needs root");
+            return;
+        };
+        let pid = child.id();
+        assert_eq!(process_uids(&pid.to_string()).map(|u| u[1]), Some(65534));
+        assert!(verify_peer(&c, pid, true).is_err());
+        // The pidfd of a process that ends says so.
+        let raw = libc::pid_t::try_from(pid).unwrap();
+        // SAFETY: as in verify_peer.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, raw, 0u32) };
+        assert!(fd >= 0);
+        // SAFETY: a descriptor just returned, owned by nothing else.
+        let pidfd = unsafe {
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(
+                i32::try_from(fd).unwrap(),
+            )
+        };
+        let p = PeerProcess { pid, pidfd };
+        assert!(p.alive());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!p.alive(), "the pidfd still says alive after the end");
     }
 
     #[test]

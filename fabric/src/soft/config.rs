@@ -6,7 +6,8 @@ pub const ENV_ADDRS: &str = "HIPOBJ_SOFT_ADDRS";
 /// Environment variable: multiplies the transport timers (1.0 = hardware timing).
 pub const ENV_TIMEOUT_SCALE: &str = "HIPOBJ_SOFT_TIMEOUT_SCALE";
 /// Environment variable: `0` (or `off`, `false`, `no`) turns the same-host
-/// path off.
+/// path off; `privileged` lets it be used also while this process is root
+/// or holds `CAP_SYS_PTRACE` (off by default: see `cma`).
 pub const ENV_CMA: &str = "HIPOBJ_SOFT_CMA";
 
 /// How long, by default, a same-host grant keeps its region registered
@@ -37,6 +38,10 @@ pub struct SoftConfig {
     /// Whether this device offers and uses the same-host path
     /// (cross-memory attach) with devices on its host.
     pub cma: bool,
+    /// Whether the same-host path may be used while this process is root
+    /// or holds `CAP_SYS_PTRACE` (the kernel then checks the requester's
+    /// privilege, not its client's: see `cma`). Off by default.
+    pub cma_privileged: bool,
     /// How long a same-host grant this device gives keeps its region
     /// registered waiting for the requester's done ([`CMA_DONE_TIMEOUT`]
     /// by default). Not scaled by `timeout_scale`: it bounds how long a
@@ -51,6 +56,7 @@ impl Default for SoftConfig {
         SoftConfig {
             timeout_scale: 1.0,
             cma: true,
+            cma_privileged: false,
             cma_done_timeout: CMA_DONE_TIMEOUT,
         }
     }
@@ -70,11 +76,10 @@ impl SoftConfig {
             }
         }
         if let Ok(v) = std::env::var(ENV_CMA) {
-            if matches!(
-                v.trim().to_ascii_lowercase().as_str(),
-                "0" | "off" | "false" | "no"
-            ) {
-                c.cma = false;
+            match v.trim().to_ascii_lowercase().as_str() {
+                "0" | "off" | "false" | "no" => c.cma = false,
+                "privileged" => c.cma_privileged = true,
+                _ => {}
             }
         }
         c

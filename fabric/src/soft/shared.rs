@@ -357,8 +357,9 @@ pub(crate) struct ReqConn {
     pub id: u64,
     pub stream: TcpStream,
     /// The responder's process, where the same-host path is open (offered
-    /// by the responder, checked to hold the connection's far end).
-    pub cma_pid: Option<u32>,
+    /// by the responder, checked as `cma::verify_peer` says, held by a
+    /// pidfd).
+    pub cma_peer: Option<super::cma::PeerProcess>,
     /// Cleared when the kernel refuses a copy: the path is not used on
     /// this connection again.
     pub cma_live: std::sync::atomic::AtomicBool,
@@ -366,9 +367,19 @@ pub(crate) struct ReqConn {
 
 impl ReqConn {
     /// The process to copy to and from, while the same-host path is open.
+    /// The process must still be the one checked (its pidfd says it is
+    /// alive): once it is gone, the path closes on this connection.
     pub fn cma(&self) -> Option<u32> {
-        self.cma_pid
-            .filter(|_| self.cma_live.load(std::sync::atomic::Ordering::Acquire))
+        let peer = self
+            .cma_peer
+            .as_ref()
+            .filter(|_| self.cma_live.load(std::sync::atomic::Ordering::Acquire))?;
+        if !peer.alive() {
+            self.cma_live
+                .store(false, std::sync::atomic::Ordering::Release);
+            return None;
+        }
+        Some(peer.pid)
     }
 }
 

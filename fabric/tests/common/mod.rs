@@ -20,6 +20,9 @@ thread_local! {
     /// The path the current test runs on (see [`with_path`]); `None`: as
     /// the environment says.
     static CMA: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    /// Whether the path may be used while privileged (see
+    /// [`with_default_privilege_rule`]); `None`: yes.
+    static PRIVILEGED: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
 /// Runs `test` with the providers it makes using the same-host path
@@ -30,11 +33,23 @@ pub fn with_path(cma: bool, test: impl FnOnce()) {
     CMA.with(|c| c.set(None));
 }
 
+/// Runs `test` with the providers it makes using the same-host path only
+/// as the default configuration does: not while this process is root or
+/// holds CAP_SYS_PTRACE.
+pub fn with_default_privilege_rule(test: impl FnOnce()) {
+    PRIVILEGED.with(|c| c.set(Some(false)));
+    test();
+    PRIVILEGED.with(|c| c.set(None));
+}
+
 fn config(timeout_scale: f64) -> SoftConfig {
     let env = SoftConfig::from_env();
     SoftConfig {
         timeout_scale,
         cma: CMA.with(|c| c.get()).unwrap_or(env.cma),
+        // These tests exercise the path itself, and CI runs them as root:
+        // the privilege rule has tests of its own (`soft_cma.rs`).
+        cma_privileged: PRIVILEGED.with(|c| c.get()).unwrap_or(true),
         ..SoftConfig::default()
     }
 }

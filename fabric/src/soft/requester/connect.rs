@@ -77,23 +77,29 @@ fn open_stream(
 }
 
 /// The responder's process for the same-host path, if it offered the path,
-/// this device uses it, and that process holds the far end of `stream`.
-fn cma_peer(qp: &QpInner, stream: &TcpStream, ack: HelloAck) -> Option<u32> {
+/// this device uses it, and the process passes `cma::verify_peer`.
+fn cma_peer(qp: &QpInner, stream: &TcpStream, ack: HelloAck) -> Option<cma::PeerProcess> {
     if !ack.cma || !qp.dev.config.cma || qp.qp_type != QpType::Rc {
         return None;
     }
     let local = stream
         .peer_addr()
         .is_ok_and(|p| cma::is_local(p.ip(), std::net::IpAddr::V4(qp.dev.ip)));
-    if local && cma::peer_process_holds(stream, ack.pid) {
-        return Some(ack.pid);
+    if !local {
+        return None;
     }
-    tracing::debug!(
-        qpn = format_args!("{:#x}", qp.qpn),
-        pid = ack.pid,
-        "soft requester: same-host path offered by a process that does not hold the connection; not used"
-    );
-    None
+    match cma::verify_peer(stream, ack.pid, qp.dev.config.cma_privileged) {
+        Ok(peer) => Some(peer),
+        Err(why) => {
+            tracing::debug!(
+                qpn = format_args!("{:#x}", qp.qpn),
+                pid = ack.pid,
+                ?why,
+                "soft requester: same-host path not used"
+            );
+            None
+        }
+    }
 }
 
 pub(super) fn connect(
@@ -105,12 +111,12 @@ pub(super) fn connect(
 ) -> Option<Arc<ReqConn>> {
     let (stream, ack) = open_stream(qp, addr, dst_qpn, limit)?;
     let reader = stream.try_clone().ok()?;
-    let cma_pid = cma_peer(qp, &stream, ack);
+    let cma_peer = cma_peer(qp, &stream, ack);
     let conn = Arc::new(ReqConn {
         id: qp.dev.next_id(),
         stream,
-        cma_pid,
-        cma_live: std::sync::atomic::AtomicBool::new(cma_pid.is_some()),
+        cma_live: std::sync::atomic::AtomicBool::new(cma_peer.is_some()),
+        cma_peer,
     });
     let (q, c) = (qp.clone(), conn.clone());
     std::thread::Builder::new()
