@@ -214,6 +214,40 @@ impl Hipobj {
     pub fn complete_handshake(&self, reply: &str) -> Result<()> {
         transfer::complete_handshake(&self.inst, reply.as_bytes())
     }
+
+    /// Disconnects every connection that is connected to a server and not
+    /// in use by a transfer (the pool's and the token connection), and
+    /// returns, for each, the handshake-form token that names its QP and
+    /// the GID of the server it was paired with: what the application's
+    /// goodbye requests carry (`x-amz-rdma-goodbye`, docs/protocol.md), so
+    /// that the servers release their side of the pairs at once instead of
+    /// probing for them later. A later transfer connects again.
+    pub fn take_pairs(&self) -> Vec<PairGoodbye> {
+        let mut pairs = self.inst.pool.disconnect_free();
+        if let Ok(mut conn) = self.inst.token_conn.try_lock() {
+            if let (true, Some(peer)) = (conn.is_connected(), conn.peer) {
+                pairs.push((conn.qp.qp_num(), peer));
+                let _ = conn.reset(&self.inst.device);
+            }
+        }
+        pairs
+            .into_iter()
+            .map(|(qp_num, peer)| PairGoodbye {
+                token: transfer::handshake_token_for(&self.inst, qp_num),
+                server_gid: peer.gid,
+            })
+            .collect()
+    }
+}
+
+/// A pair the library has let go of ([`Hipobj::take_pairs`]): the token
+/// to say goodbye with, and the server it was paired with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairGoodbye {
+    /// The handshake-form token naming the client QP.
+    pub token: String,
+    /// The server's GID (which server to say it to).
+    pub server_gid: hipobj_wire::Gid,
 }
 
 /// A registered buffer; deregistered when the last clone is dropped.

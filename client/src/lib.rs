@@ -38,7 +38,7 @@ pub mod transfer;
 pub use buffer::Direction;
 pub use config::Config;
 pub use error::{Error, OpError, Result};
-pub use handle::{Hipobj, Registered};
+pub use handle::{Hipobj, PairGoodbye, Registered};
 pub use options::Options;
 pub use transfer::{S3Ops, SyncDirection};
 

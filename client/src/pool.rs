@@ -125,6 +125,31 @@ impl ConnectionPool {
         self.available.notify_all();
     }
 
+    /// Takes every free connection that is connected to a server, resets
+    /// it (back to INIT, no peer) and says which QP was connected to which
+    /// server QP: the pairs the application may say goodbye to. Connections
+    /// leased by a transfer are left alone.
+    pub fn disconnect_free(&self) -> Vec<(u32, hipobj_fabric::rc::RcPeer)> {
+        let mut taken = Vec::new();
+        while let Ok(Some(lease)) = self.try_detach() {
+            taken.push(lease);
+        }
+        let mut out = Vec::new();
+        for lease in &taken {
+            let mut slot = lease.slot();
+            if let Some(conn) = slot.as_mut() {
+                if let (true, Some(peer)) = (conn.is_connected(), conn.peer) {
+                    out.push((conn.qp.qp_num(), peer));
+                    if conn.reset(&self.device).is_err() {
+                        *slot = None;
+                    }
+                }
+            }
+        }
+        drop(taken);
+        out
+    }
+
     /// Fails every waiting and later `acquire` with `Closed`.
     pub fn close(&self) {
         self.lock().closed = true;

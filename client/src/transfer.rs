@@ -502,6 +502,12 @@ pub(crate) fn handshake_token(inst: &Instance) -> Result<String> {
     Ok(token_for(inst, conn.qp.qp_num(), 0, 0, 0))
 }
 
+/// The handshake-form token (RC, no buffer) naming QP `qp_num` of this
+/// library: a handshake's, or a goodbye's.
+pub(crate) fn handshake_token_for(inst: &Instance, qp_num: u32) -> String {
+    token_for(inst, qp_num, 0, 0, 0)
+}
+
 /// The handshake extension, step 2: connects the token connection to the
 /// server QP named by the handshake's reply.
 pub(crate) fn complete_handshake(inst: &Instance, reply: &[u8]) -> Result<()> {

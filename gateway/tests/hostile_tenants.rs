@@ -260,3 +260,69 @@ fn a_handshake_at_the_limit_releases_pairs_of_gone_clients_only() {
     assert_eq!(r.status, 200, "the live client's pair: {}", r.text());
     assert!(back == obj);
 }
+
+/// The goodbye (`x-amz-rdma-goodbye`): a client that lets go of its QPs
+/// says so, and the gateway releases their pairs at once; another tenant's
+/// goodbye for them is refused and leaves them alone; the client's next
+/// transfer connects again.
+#[test]
+fn a_goodbye_releases_the_pair_of_its_own_key_only() {
+    let creds = tenants();
+    let gw = gateway_with(
+        bin(),
+        &["--credentials-file", creds.path().to_str().unwrap()],
+        &[],
+    );
+    let a = S3::with_keys(&gw.url, "tenant-a", "secret-of-a");
+    let b = S3::with_keys(&gw.url, "tenant-b", "secret-of-b");
+    a.create_bucket("bucket-a");
+    b.create_bucket("bucket-b");
+    let obj = pattern(0xD, 4096);
+    assert!(a.put_plain("/bucket-a/k", obj.clone()).status.is_success());
+    let lib = client();
+    handshake(&a, &lib, "/bucket-a/k");
+    assert_eq!(a.metric("hipobj_rdma_pairs", &[]), 1.0);
+    let pairs = lib.take_pairs();
+    assert_eq!(pairs.len(), 1, "{pairs:?}");
+    let goodbye = |who: &S3, path: &str| {
+        who.send(
+            Method::HEAD,
+            path,
+            &[
+                (RDMA_TOKEN, &pairs[0].token),
+                (hipobj_wire::headers::RDMA_GOODBYE, "1"),
+            ],
+            Vec::new(),
+            true,
+        )
+    };
+    // B names A's QP: refused, the pair stays.
+    let r = goodbye(&b, "/bucket-b/x");
+    assert_eq!(
+        (r.status.as_u16(), r.reply().as_deref()),
+        (403, Some("403"))
+    );
+    assert_eq!(a.metric("hipobj_rdma_pairs", &[]), 1.0);
+    // A's own: released at once.
+    let r = goodbye(&a, "/bucket-a/k");
+    assert_eq!(
+        (r.status.as_u16(), r.reply().as_deref()),
+        (200, Some("200"))
+    );
+    assert_eq!(a.metric("hipobj_rdma_pairs", &[]), 0.0);
+    assert_eq!(
+        a.metric("hipobj_rdma_pairs_released_total", &[("reason", "goodbye")]),
+        1.0
+    );
+    // Said twice: nothing left, still 200.
+    let r = goodbye(&a, "/bucket-a/k");
+    assert_eq!(r.status.as_u16(), 200);
+    // The library connects again for its next transfer.
+    let mut back = vec![0u8; obj.len()];
+    let buf = lib.register_host(&mut back).unwrap();
+    let mut ops = RdmaOps::new(&a, Method::GET, "/bucket-a/k");
+    buf.get(0, obj.len(), &mut ops).unwrap();
+    drop(buf);
+    assert!(back == obj);
+    assert_eq!(a.metric("hipobj_rdma_pairs", &[]), 1.0);
+}

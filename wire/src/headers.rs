@@ -4,6 +4,10 @@
 /// Request: the client's buffer (and, for RC, its queue pair). Must be among
 /// the SigV4 signed headers.
 pub const RDMA_TOKEN: &str = "x-amz-rdma-token";
+/// Request: `1` with a handshake-form token (RC, no buffer): the client
+/// has let go of the QP the token names, and the server releases its pair
+/// (this project's goodbye; docs/protocol.md). Signed like the token.
+pub const RDMA_GOODBYE: &str = "x-amz-rdma-goodbye";
 /// Response: the server's verdict on the RDMA part of the request
 /// (see [`crate::Reply`]).
 pub const RDMA_REPLY: &str = "x-amz-rdma-reply";

@@ -14,6 +14,40 @@ use crate::body::Body;
 use crate::s3err::S3Error;
 
 impl RdmaEngine {
+    /// The goodbye (`x-amz-rdma-goodbye` with a handshake-form token): the
+    /// client let go of the QP `t` names; its pair on device `rail` is
+    /// released at once. 200 (reply `200`) whether there was one or not;
+    /// 403 when the pair is another access key's, which it leaves alone.
+    pub(super) fn goodbye(
+        &self,
+        rail: usize,
+        access_key: &str,
+        t: &Token,
+        request_id: &str,
+    ) -> Response<Body> {
+        let rail = &self.rails[rail];
+        match rail.pairs.goodbye(t.gid, t.qp_num, access_key) {
+            Ok(released) => {
+                crate::metrics::pairs_released(&rail.name, "goodbye", usize::from(released));
+                tracing::info!(
+                    device = %rail.name,
+                    client_qp = format_args!("{:#x}", t.qp_num),
+                    released,
+                    "RDMA goodbye"
+                );
+                let mut r = Response::new(Body::empty());
+                r.headers_mut()
+                    .insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+                set_request_id(&mut r, request_id);
+                with_reply(r, "200")
+            }
+            Err(e) => with_reply(
+                S3Error::access_denied(e.to_string()).into_response(request_id),
+                "403",
+            ),
+        }
+    }
+
     /// Connects a server QP of device `rail` to the client QP `t` names,
     /// for `access_key`; the answer's token names that device's GID.
     pub(super) fn handshake(

@@ -238,6 +238,12 @@ impl RdmaEngine {
                     return self.refuse_peer(t.gid, client, request_id);
                 }
                 let rail = self.rail_for(t.gid);
+                if parts
+                    .headers
+                    .contains_key(hipobj_wire::headers::RDMA_GOODBYE)
+                {
+                    return self.goodbye(rail, access_key, &t, request_id);
+                }
                 self.release_gone_pairs_at_limit(rail, access_key).await;
                 return self.handshake(rail, access_key, &t, request_id);
             }

@@ -15,6 +15,9 @@
 //! answer are kept: a live client's pair is never taken. A transfer that
 //! still holds a released pair answers 421, so that its client (if it is
 //! still there) connects again.
+//!
+//! A client that lets go of a QP says so ([`Pairs::goodbye`], the
+//! `x-amz-rdma-goodbye` request): its pair is released at once.
 
 use super::completions::AsyncCq;
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
@@ -39,13 +42,13 @@ pub struct Pair {
     pub busy: tokio::sync::Mutex<()>,
     last_used: Mutex<Instant>,
     last_probed: Mutex<Option<Instant>>,
-    /// Released after a failed probe: a transfer that still holds the
-    /// pair answers 421.
+    /// Released (a failed probe, or the client's goodbye): a transfer that
+    /// still holds the pair answers 421.
     reclaimed: std::sync::atomic::AtomicBool,
 }
 
 impl Pair {
-    /// Whether a failed probe released it (see the module's doc).
+    /// Whether it was released (see the module's doc).
     pub fn is_reclaimed(&self) -> bool {
         self.reclaimed.load(std::sync::atomic::Ordering::Acquire)
     }
@@ -212,6 +215,30 @@ impl Pairs {
         }
         m.insert((client.gid, client.qp_num), pair.clone());
         Ok(pair)
+    }
+
+    /// The client's goodbye for its QP `(gid, qp_num)`: its pair, if
+    /// `access_key` made it, leaves the table (a transfer still waiting for
+    /// it answers 421) and its QP goes to ERR unless a transfer is under
+    /// way on it (that one finishes; the QP goes with the last reference).
+    /// Whether there was a pair; `OtherKey` when it is another key's.
+    pub fn goodbye(&self, gid: Gid, qp_num: u32, access_key: &str) -> Result<bool, PairError> {
+        let mut m = self.lock();
+        let Some(p) = m.get(&(gid, qp_num)) else {
+            return Ok(false);
+        };
+        if p.access_key != access_key {
+            return Err(PairError::OtherKey);
+        }
+        let p = p.clone();
+        m.remove(&(gid, qp_num));
+        drop(m);
+        p.reclaimed
+            .store(true, std::sync::atomic::Ordering::Release);
+        if let Ok(_idle) = p.busy.try_lock() {
+            let _ = rc::to_error(&p.qp);
+        }
+        Ok(true)
     }
 
     /// The pair of a client QP.

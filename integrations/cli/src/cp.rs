@@ -175,35 +175,13 @@ pub fn run(args: CpArgs, rt: &Handle) -> Result<(), CliError> {
         gpu: t.gpu,
     };
     let start = Instant::now();
-    let (what, from, to, summary) = match (src_s3, dst_s3) {
-        (None, Some(mut uri)) => {
-            let file = PathBuf::from(&args.src);
-            if uri.key.is_empty() || uri.key.ends_with('/') {
-                let name = file
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .ok_or_else(|| CliError::Invalid(anyhow!("{:?} names no file", args.src)))?;
-                uri.key.push_str(name);
-            }
-            let s = upload(&ctx, &file, &uri)
-                .with_context(|| format!("copying {} to {uri}", file.display()))?;
-            ("upload", args.src.clone(), uri.to_string(), s)
-        }
-        (Some(uri), None) => {
-            if uri.key.is_empty() || uri.key.ends_with('/') {
-                return Err(CliError::Invalid(anyhow!("{uri} names no object")));
-            }
-            let mut file = PathBuf::from(&args.dst);
-            if args.dst.ends_with('/') || file.is_dir() {
-                let name = uri.key.rsplit('/').next().unwrap_or(&uri.key);
-                file.push(name);
-            }
-            let s = download(&ctx, &uri, &file)
-                .with_context(|| format!("copying {uri} to {}", file.display()))?;
-            ("download", uri.to_string(), file.display().to_string(), s)
-        }
-        _ => unreachable!("checked above"),
-    };
+    let copied = copy(&ctx, &args, src_s3, dst_s3);
+    // Whatever the outcome: the servers release this process's RDMA pairs
+    // now rather than when their probes find it gone.
+    for s3 in &ctx.nic_s3 {
+        ctx.rt.block_on(s3.close());
+    }
+    let (what, from, to, summary) = copied?;
     let secs = start.elapsed().as_secs_f64();
     if let (Some(reason), Some(_)) = (&summary.fallback_reason, ctx.libs.first()) {
         note(&format!("note: plain HTTP: {reason}"));
@@ -217,6 +195,44 @@ pub fn run(args: CpArgs, rt: &Handle) -> Result<(), CliError> {
         if summary.parts == 1 { "" } else { "s" },
         summary.path.map_or("none", Path::as_str),
     ))
+}
+
+/// The copy itself: what was done, from where, to where, and its summary.
+fn copy(
+    ctx: &Ctx<'_>,
+    args: &CpArgs,
+    src_s3: Option<S3Uri>,
+    dst_s3: Option<S3Uri>,
+) -> Result<(&'static str, String, String, Summary), CliError> {
+    Ok(match (src_s3, dst_s3) {
+        (None, Some(mut uri)) => {
+            let file = PathBuf::from(&args.src);
+            if uri.key.is_empty() || uri.key.ends_with('/') {
+                let name = file
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .ok_or_else(|| CliError::Invalid(anyhow!("{:?} names no file", args.src)))?;
+                uri.key.push_str(name);
+            }
+            let s = upload(ctx, &file, &uri)
+                .with_context(|| format!("copying {} to {uri}", file.display()))?;
+            ("upload", args.src.clone(), uri.to_string(), s)
+        }
+        (Some(uri), None) => {
+            if uri.key.is_empty() || uri.key.ends_with('/') {
+                return Err(CliError::Invalid(anyhow!("{uri} names no object")));
+            }
+            let mut file = PathBuf::from(&args.dst);
+            if args.dst.ends_with('/') || file.is_dir() {
+                let name = uri.key.rsplit('/').next().unwrap_or(&uri.key);
+                file.push(name);
+            }
+            let s = download(ctx, &uri, &file)
+                .with_context(|| format!("copying {uri} to {}", file.display()))?;
+            ("download", uri.to_string(), file.display().to_string(), s)
+        }
+        _ => unreachable!("checked above"),
+    })
 }
 
 /// Copies `len` bytes of `f` at `file_off` into the buffer's start.

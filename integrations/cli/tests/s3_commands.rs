@@ -754,10 +754,11 @@ fn bench_with_count_close_to_concurrency_has_no_errors() {
 }
 
 /// The safety issue's finding 6, played: a shell loop of `cp
-/// --require-rdma` against a server with `--max-pairs-per-key 2`. Each
-/// `cp` exits with its pair still on the server; the next handshake at the
-/// limit probes the key's pairs, releases those whose client is gone, and
-/// is served (it was a 503 from the third run on).
+/// --require-rdma` against a server with `--max-pairs-per-key 2` (it was a
+/// 503 from the third run on). Each `cp` says goodbye for its pairs before
+/// it exits (`x-amz-rdma-goodbye`), so the server holds none between runs;
+/// a client that exits without a word is the probe's (the gateway's
+/// `a_handshake_at_the_limit_releases_pairs_of_gone_clients_only`).
 #[test]
 fn a_loop_of_cp_is_not_locked_out_by_the_pairs_of_exited_clients() {
     let server = test_server(&["--max-pairs-per-key", "2"]);
@@ -768,6 +769,7 @@ fn a_loop_of_cp_is_not_locked_out_by_the_pairs_of_exited_clients() {
     let src = home.join("f.bin");
     write_pattern(&src, 256 << 10, 9);
     let s = src.to_str().unwrap();
+    let s3 = hipobj_testkit::S3::new(&server.url);
     for i in 0..6 {
         let key = format!("s3://loop/f{i}");
         let up = ok(h(&["cp", s, &key, "--require-rdma"]));
@@ -776,12 +778,11 @@ fn a_loop_of_cp_is_not_locked_out_by_the_pairs_of_exited_clients() {
         let down = ok(h(&["cp", &key, dst.to_str().unwrap(), "--require-rdma"]));
         assert!(down.trim_end().ends_with("path: rdma"), "run {i}: {down}");
         assert_cmp(&src, &dst);
+        assert_eq!(
+            s3.metric("hipobj_rdma_pairs", &[]),
+            0.0,
+            "run {i}: pairs left"
+        );
     }
-    let s3 = hipobj_testkit::S3::new(&server.url);
-    assert!(
-        s3.metric(
-            "hipobj_rdma_pairs_released_total",
-            &[("reason", "limit_probe")]
-        ) >= 1.0
-    );
+    assert!(s3.metric("hipobj_rdma_pairs_released_total", &[("reason", "goodbye")]) >= 12.0);
 }

@@ -62,6 +62,10 @@ pub(crate) struct RdmaContext {
     /// Clients whose connections run on the RDMA runtime (blocking
     /// transfers) and on the caller's (stepwise ones), by local address.
     clients: Mutex<HashMap<(Option<IpAddr>, bool), HttpClient>>,
+    /// The servers (by GID) this endpoint paired the library's QPs with,
+    /// each with the path of a handshake it answered: where a goodbye goes
+    /// ([`RdmaContext::goodbyes`]).
+    paired: Mutex<HashMap<hipobj_wire::Gid, String>>,
 }
 
 impl RdmaContext {
@@ -84,6 +88,7 @@ impl RdmaContext {
             connect_timeout,
             bind,
             clients: Mutex::new(HashMap::new()),
+            paired: Mutex::new(HashMap::new()),
         })
     }
 
@@ -99,6 +104,68 @@ impl RdmaContext {
 
     pub(crate) fn handle(&self) -> &tokio::runtime::Handle {
         self.rt.handle()
+    }
+
+    /// Remembers that a handshake sent to `path_query` paired a QP with
+    /// the server whose reply is `reply`.
+    fn paired_with(&self, reply: &[u8], path_query: &str) {
+        if let Ok(Reply::Peer(server)) = Reply::parse(reply) {
+            let path = path_query.split('?').next().unwrap_or(path_query);
+            self.paired
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(server.gid, path.to_string());
+        }
+    }
+
+    /// Says goodbye for every pair `lib` lets go of with this endpoint's
+    /// servers: a signed `HEAD` of a path a handshake used, with the
+    /// handshake-form token naming the QP and `x-amz-rdma-goodbye: 1`, so
+    /// that the server releases its pair at once. Pairs with other servers
+    /// go back untouched to no one: the library reset them (they connect
+    /// again when used). Best effort: an answer other than 200 or no answer
+    /// within `limit` is ignored (the server's probes release the pair
+    /// later). How many goodbyes were answered 200.
+    pub(crate) async fn goodbyes(&self, lib: &hipobj::Hipobj, limit: Duration) -> usize {
+        let paired = self
+            .paired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut said = 0;
+        for pair in lib.take_pairs() {
+            let Some(path) = paired.get(&pair.server_gid) else {
+                continue;
+            };
+            let mut hm = HeaderMap::new();
+            let (Ok(()), Ok(())) = (
+                h::set(&mut hm, headers::RDMA_TOKEN, &pair.token),
+                h::set(&mut hm, headers::RDMA_GOODBYE, "1"),
+            ) else {
+                continue;
+            };
+            let Ok(target) = self.endpoint.target(path) else {
+                continue;
+            };
+            let Ok(req) = h::signed(
+                &self.signer,
+                Method::HEAD,
+                target,
+                hm,
+                h::empty(),
+                0,
+                headers::UNSIGNED_PAYLOAD,
+            ) else {
+                continue;
+            };
+            let client = self.client(None, true);
+            if let Ok(a) = exchange(client, req, limit).await {
+                if a.status == StatusCode::OK {
+                    said += 1;
+                }
+            }
+        }
+        said
     }
 }
 
@@ -229,6 +296,11 @@ impl Ops {
         self.failure = None;
         match r {
             Ok(answer) => {
+                if handshake && answer.status == StatusCode::OK {
+                    if let Some(reply) = answer.headers.get(headers::RDMA_REPLY) {
+                        self.ctx.paired_with(reply.as_bytes(), &self.req.path_query);
+                    }
+                }
                 self.last = Some(Seen { answer, handshake });
                 Ok(())
             }

@@ -157,6 +157,20 @@ impl S3Client {
         rdma::remembered_no_rdma(self.endpoint())
     }
 
+    /// Says goodbye to the servers for the RDMA pairs of this client's
+    /// library that are not in use (`x-amz-rdma-goodbye`, docs/protocol.md),
+    /// so that they release them now rather than when their probes find
+    /// this process gone: call it when done (the `hipobj` command does
+    /// before it exits). The library's connections connect again if used
+    /// after. Best effort, each goodbye bounded by the handshake timeout;
+    /// how many servers answered.
+    pub async fn close(&self) -> usize {
+        match (&self.inner.rdma, &self.inner.cfg.rdma_memory) {
+            (Some(ctx), Some(lib)) => ctx.goodbyes(lib, self.inner.cfg.timeouts.request).await,
+            _ => 0,
+        }
+    }
+
     /// Forgets that the endpoint had no RDMA: the next transfer tries again.
     pub fn forget_no_rdma(&self) {
         rdma::forget(self.endpoint());
