@@ -10,7 +10,7 @@ use hipobj_testkit::s3::S3;
 use hipobj_testkit::CredentialsFile;
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 fn bin() -> &'static std::path::Path {
     std::path::Path::new(env!("CARGO_BIN_EXE_hipobj-gateway"))
@@ -26,29 +26,19 @@ fn stalled_upload(url: &str, path: &str, access_key: &str, secret: &str) -> TcpS
     let chunk_header = format!("{CHUNK:x};chunk-signature={}\r\n", "0".repeat(64));
     let end = format!("0;chunk-signature={}\r\n\r\n", "0".repeat(64));
     let len = chunk_header.len() + CHUNK + 2 + end.len();
-    let mut req = http::Request::builder()
-        .method("PUT")
-        .uri(format!("{url}{path}"))
-        .header("host", addr)
-        .header("content-encoding", "aws-chunked")
-        .header("x-amz-decoded-content-length", CHUNK)
-        .header("content-length", len)
-        .body(hipobj_gateway::body::Body::empty())
-        .unwrap();
-    hipobj_gateway::auth::sign_request(
-        &mut req,
-        access_key,
-        secret,
-        hipobj_testkit::REGION,
+    let head = crate::hostile_common::signed_wire_head(
+        url,
+        "PUT",
+        path,
+        &[
+            ("host", addr.to_string()),
+            ("content-encoding", "aws-chunked".into()),
+            ("x-amz-decoded-content-length", CHUNK.to_string()),
+            ("content-length", len.to_string()),
+        ],
         "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
-        SystemTime::now(),
-    )
-    .unwrap();
-    let mut head = format!("PUT {path} HTTP/1.1\r\n");
-    for (k, v) in req.headers() {
-        head.push_str(&format!("{k}: {}\r\n", v.to_str().unwrap()));
-    }
-    head.push_str("\r\n");
+        (access_key, secret),
+    );
     let mut s = TcpStream::connect(addr).unwrap();
     s.write_all(head.as_bytes()).unwrap();
     s.write_all(chunk_header.as_bytes()).unwrap();

@@ -14,9 +14,9 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use hipobj_testkit::{assert_object, gateway_with, pattern, ServerProc, AK, REGION, S3, SK};
+use hipobj_testkit::{assert_object, gateway_with, pattern, ServerProc, AK, S3, SK};
 
 const GENEROUS: Duration = Duration::from_secs(60);
 
@@ -126,27 +126,14 @@ fn read_response(s: &mut TcpStream) -> (String, Vec<u8>) {
 /// The head of a request signed with the test credentials (payload
 /// UNSIGNED-PAYLOAD), as it goes on the wire.
 fn signed_head(gw: &ServerProc, method: &str, path: &str, content_length: usize) -> String {
-    let mut req = http::Request::builder()
-        .method(method)
-        .uri(format!("{}{path}", gw.url))
-        .header("content-length", content_length)
-        .body(hipobj_gateway::body::Body::empty())
-        .unwrap();
-    hipobj_gateway::auth::sign_request(
-        &mut req,
-        AK,
-        SK,
-        REGION,
+    crate::hostile_common::signed_wire_head(
+        &gw.url,
+        method,
+        path,
+        &[("content-length", content_length.to_string())],
         "UNSIGNED-PAYLOAD",
-        SystemTime::now(),
+        (AK, SK),
     )
-    .unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\n");
-    for (k, v) in req.headers() {
-        head.push_str(&format!("{k}: {}\r\n", v.to_str().unwrap()));
-    }
-    head.push_str("\r\n");
-    head
 }
 
 /// A signed PUT of `len` bytes whose body never comes, sent with

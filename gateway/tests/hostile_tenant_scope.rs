@@ -503,6 +503,23 @@ fn sighup_reloads_the_credentials_and_spares_uploads_in_flight() {
     hup(gw.pid());
     wait_log(&gw, "SIGHUP: credentials reloaded", 1);
     assert!(gw.alive(), "SIGHUP killed the gateway");
+
+    // The upload that started under A's key finishes.
+    if rt
+        .block_on(tx.send(Ok(bytes::Bytes::copy_from_slice(&data[half..]))))
+        .is_err()
+    {
+        let (status, body) = rt.block_on(upload).unwrap();
+        panic!(
+            "the upload was answered before its body ended: {status} {}\n{}",
+            String::from_utf8_lossy(&body),
+            gw.log()
+        );
+    }
+    drop(tx);
+    let (status, body) = rt.block_on(upload).unwrap();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    // The new set: c in, a out.
     assert_absent(&c, "/alpha/none");
     assert_error(
         &a.get_plain("/alpha/x"),
@@ -511,13 +528,6 @@ fn sighup_reloads_the_credentials_and_spares_uploads_in_flight() {
         None,
         "a after the reload",
     );
-
-    // The upload that started under A's key finishes.
-    rt.block_on(tx.send(Ok(bytes::Bytes::copy_from_slice(&data[half..]))))
-        .unwrap();
-    drop(tx);
-    let (status, body) = rt.block_on(upload).unwrap();
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     assert_object(&c, "/alpha/slow", &data);
 
     // A file that cannot be used keeps the keys in force.

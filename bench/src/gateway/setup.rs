@@ -173,6 +173,12 @@ pub(super) fn start(a: &Args, plan: &Plan, bins: &Bins) -> anyhow::Result<(Serve
         .args(["--staging-buffers", &plan.staging_buffers.to_string()])
         .env("RUST_LOG", &a.server_log)
         .env_remove("HIPOBJ_PROVIDER");
+    // The same-host path as a gateway running as its own user takes it: a
+    // gateway run as root (as on the benchmark machines) needs leave for it
+    // (docs/soft-provider.md), unless the caller says otherwise.
+    if std::env::var_os("HIPOBJ_SOFT_CMA").is_none() {
+        cmd.env("HIPOBJ_SOFT_CMA", "privileged");
+    }
     let gateway = serve("hipobj-gateway", cmd, gw_port)?;
     eprintln!(
         "hipobj-bench gateway: s3s-fs {} on {up_addr}, hipobj-gateway {} on {gw_addr}, store in {}",

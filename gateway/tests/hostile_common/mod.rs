@@ -248,3 +248,38 @@ pub fn fds(pid: u32) -> usize {
         .map(|d| d.count())
         .unwrap_or(0)
 }
+
+/// The head of a request to `url` + `path`, with `headers`, signed by
+/// `(access_key, secret)` with `payload_hash` as its payload, as it goes on
+/// the wire (for attacks written to a raw socket).
+pub fn signed_wire_head(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    payload_hash: &str,
+    (access_key, secret): (&str, &str),
+) -> String {
+    let mut b = http::Request::builder()
+        .method(method)
+        .uri(format!("{url}{path}"));
+    for (k, v) in headers {
+        b = b.header(*k, v.as_str());
+    }
+    let mut req = b.body(hipobj_gateway::body::Body::empty()).unwrap();
+    hipobj_gateway::auth::sign_request(
+        &mut req,
+        access_key,
+        secret,
+        hipobj_testkit::REGION,
+        payload_hash,
+        std::time::SystemTime::now(),
+    )
+    .unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\n");
+    for (k, v) in req.headers() {
+        head.push_str(&format!("{k}: {}\r\n", v.to_str().unwrap()));
+    }
+    head.push_str("\r\n");
+    head
+}
