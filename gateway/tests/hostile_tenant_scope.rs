@@ -497,6 +497,9 @@ fn sighup_reloads_the_credentials_and_spares_uploads_in_flight() {
     let half = data.len() / 2;
     rt.block_on(tx.send(Ok(bytes::Bytes::copy_from_slice(&data[..half]))))
         .unwrap();
+    // The upload is being served (its head verified under A's key) before
+    // the reload: in flight beside the scrape that counts itself.
+    a.wait_metric("hipobj_http_requests_in_flight", &[], |v| v >= 2.0);
 
     // A leaves the file, C comes in; SIGHUP.
     std::fs::write(&path, "tenant-c secret-of-c buckets=alpha\n").unwrap();

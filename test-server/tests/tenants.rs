@@ -69,7 +69,7 @@ fn a_malformed_file_stops_the_server_naming_the_line() {
     );
     assert!(
         e.log.contains(&format!(
-            "the credentials file {}, line 3: expected `ACCESS_KEY SECRET_KEY`, found 1 field(s)",
+            "the credentials file {}, line 3: expected `ACCESS_KEY SECRET_KEY [buckets=...] [upstream=...]`, found 1 field(s)",
             file.arg()
         )),
         "{}",
