@@ -27,25 +27,13 @@ pub mod defaults {
         [Duration::from_millis(50), Duration::from_millis(200)];
     /// How often the endpoints of a cluster are probed.
     pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(5);
+    /// aws-chunked bytes held awaiting their signatures, in all: 256 MiB.
+    pub const CHUNK_BUFFER_BYTES: u64 = 256 << 20;
+    /// The share of one access key: 64 MiB.
+    pub const CHUNK_BUFFER_PER_KEY: u64 = 64 << 20;
 }
 
-/// An access key and its secret.
-#[derive(Clone, PartialEq, Eq)]
-pub struct KeyPair {
-    /// Access key id.
-    pub access_key: String,
-    /// Secret access key (never logged).
-    pub secret_key: String,
-}
-
-impl std::fmt::Debug for KeyPair {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KeyPair")
-            .field("access_key", &self.access_key)
-            .field("secret_key", &"<redacted>")
-            .finish()
-    }
-}
+pub use crate::keys::KeyPair;
 
 /// A tenant: the key pair it signs with, and what it may reach.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -312,8 +300,8 @@ impl Default for ServerConfig {
             post_spool_dir: None,
             post_spool_bytes: 4 << 30,
             post_upload_timeout: Duration::from_secs(15 * 60),
-            chunk_buffer_bytes: crate::auth::chunk_budget::DEFAULT_LIMIT,
-            chunk_buffer_per_key: crate::auth::chunk_budget::DEFAULT_PER_KEY,
+            chunk_buffer_bytes: defaults::CHUNK_BUFFER_BYTES,
+            chunk_buffer_per_key: defaults::CHUNK_BUFFER_PER_KEY,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod credentials_file;
 pub mod engine;
+pub mod keys;
 pub mod metrics;
 pub mod post_object;
 pub mod post_spool;

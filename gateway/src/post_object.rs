@@ -423,7 +423,13 @@ fn too_many_fields() -> S3Error {
 }
 
 /// The error `e` of the parser (or of the body under it) answers with.
-pub(crate) fn parse_error(e: &multer::Error) -> S3Error {
+impl crate::post_spool::FilePart for multer::Field<'_> {
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>, S3Error> {
+        self.chunk().await.map_err(|e| parse_error(&e))
+    }
+}
+
+fn parse_error(e: &multer::Error) -> S3Error {
     if let multer::Error::StreamReadFailed(inner) = e {
         if inner.downcast_ref::<PreludeTooLarge>().is_some() {
             return too_many_fields();

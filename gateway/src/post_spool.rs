@@ -148,14 +148,6 @@ pub trait FilePart {
     ) -> impl std::future::Future<Output = Result<Option<Bytes>, S3Error>> + Send;
 }
 
-impl FilePart for multer::Field<'_> {
-    async fn next_chunk(&mut self) -> Result<Option<Bytes>, S3Error> {
-        self.chunk()
-            .await
-            .map_err(|e| crate::post_object::parse_error(&e))
-    }
-}
-
 /// Reads the `file` part whole into memory, or into a temporary file past
 /// [`MAX_IN_MEMORY`], its length held within `min..=max` (the policy's
 /// `content-length-range`, and S3's 5 GiB): past `max` it stops at once

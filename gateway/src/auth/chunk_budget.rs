@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::AuthError;
 
 /// The default limit, for the whole process: 256 MiB.
-pub const DEFAULT_LIMIT: u64 = 256 << 20;
+pub const DEFAULT_LIMIT: u64 = crate::config::defaults::CHUNK_BUFFER_BYTES;
 /// The default share of one access key: 64 MiB.
-pub const DEFAULT_PER_KEY: u64 = 64 << 20;
+pub const DEFAULT_PER_KEY: u64 = crate::config::defaults::CHUNK_BUFFER_PER_KEY;
 
 /// The budget.
 #[derive(Debug)]

@@ -21,7 +21,7 @@ pub use policy::{BucketScope, Policy, PolicyError};
 
 use std::sync::Arc;
 
-use crate::config::KeyPair;
+use crate::keys::KeyPair;
 
 /// A request extension: the store credentials this request is signed
 /// with instead of the upstream's own (a tenant's `upstream=`).

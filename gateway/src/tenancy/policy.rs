@@ -19,7 +19,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::config::KeyPair;
+use crate::keys::KeyPair;
 
 /// Which buckets a tenant may reach.
 #[derive(Clone, PartialEq, Eq, Default)]
