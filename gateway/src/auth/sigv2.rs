@@ -81,12 +81,17 @@ const SUB_RESOURCES: &[&str] = &[
 ];
 
 /// The query parameters a SigV2 request may carry unsigned: the
-/// signature's own, and those of listings, which narrow or page what is
-/// listed without changing the operation.
+/// signature's own; `content-type` and `content-md5`, which botocore
+/// copies into a presigned URL's query from headers whose values the
+/// string to sign covers (the request must send the same headers); and
+/// those of listings, which narrow or page what is listed without
+/// changing the operation.
 const UNSIGNED_OK: &[&str] = &[
     "AWSAccessKeyId",
     "Expires",
     "Signature",
+    "content-md5",
+    "content-type",
     "continuation-token",
     "delimiter",
     "encoding-type",
