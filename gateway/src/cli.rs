@@ -53,6 +53,11 @@ pub struct CommonArgs {
     /// else the software provider's soft0.
     #[arg(long, env = "HIPOBJ_RDMA_DEVICE", value_parser = device_list)]
     pub rdma_device: Option<String>,
+    /// Which RDMA provider opens the devices: `auto` (names starting soft
+    /// are the software provider's, the others libibverbs'), `soft`, or
+    /// `verbs` (libibverbs for every name: a NIC, rxe, or soft-verbs).
+    #[arg(long, env = "HIPOBJ_PROVIDER", value_enum, default_value = "auto")]
+    pub rdma_provider: crate::config::RdmaProvider,
     /// Bytes per staging buffer, in MiB (one RDMA WRITE or READ each).
     #[arg(long, env = "HIPOBJ_CHUNK_MIB", default_value_t = 8)]
     pub chunk_mib: usize,
@@ -413,6 +418,7 @@ impl CommonArgs {
     pub fn rdma(&self) -> RdmaConfig {
         RdmaConfig {
             device: self.rdma_device.clone(),
+            provider: self.rdma_provider,
             chunk_size: self.chunk_mib.clamp(1, 1024) << 20,
             buffers: self.staging_buffers.max(1),
             depth: self.transfer_depth,
@@ -619,6 +625,7 @@ mod tests {
             r,
             RdmaConfig {
                 device: Some("soft0".into()),
+                provider: crate::config::RdmaProvider::Auto,
                 chunk_size: 2 << 20,
                 buffers: 16,
                 depth: 8,

@@ -129,6 +129,21 @@ impl Default for UpstreamOptions {
     }
 }
 
+/// Which RDMA provider opens the devices (`--rdma-provider`, or
+/// `HIPOBJ_PROVIDER` as the client library reads it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RdmaProvider {
+    /// Names starting `soft` are the software provider's, others
+    /// libibverbs'; by default the first libibverbs device, else `soft0`.
+    #[default]
+    Auto,
+    /// The software provider only (`soft0`, `soft:<ipv4>`).
+    Soft,
+    /// libibverbs only, whatever the names (a NIC, rxe, or the soft
+    /// provider's own libibverbs, soft-verbs).
+    Verbs,
+}
+
 /// The RDMA side.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RdmaConfig {
@@ -139,6 +154,8 @@ pub struct RdmaConfig {
     /// hardware device, else the software provider's `soft0`. See
     /// [`Devices::parse`].
     pub device: Option<String>,
+    /// Which provider opens the devices.
+    pub provider: RdmaProvider,
     /// Bytes per staging buffer (one RDMA WRITE or READ each).
     pub chunk_size: usize,
     /// Staging buffers in all (chunk_size × buffers is the engine's RDMA
@@ -224,6 +241,7 @@ impl Default for RdmaConfig {
     fn default() -> RdmaConfig {
         RdmaConfig {
             device: None,
+            provider: RdmaProvider::Auto,
             chunk_size: 8 << 20,
             buffers: 32,
             depth: 4,

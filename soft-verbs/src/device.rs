@@ -70,7 +70,7 @@ fn device_rec(index: usize, ip: Ipv4Addr) -> DeviceRec {
     let mut dev: ibv_device = unsafe { std::mem::zeroed() };
     dev.node_type = 1; // IBV_NODE_CA
     dev.transport_type = 0; // IBV_TRANSPORT_IB (RoCE is too)
-    let name = format!("soft{index}");
+    let name = format!("hipobj_soft{index}");
     copy_name(&mut dev.name, &name);
     copy_name(&mut dev.dev_name, &format!("uverbs{index}"));
     copy_name(

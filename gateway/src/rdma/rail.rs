@@ -16,7 +16,7 @@ use super::pairs::{Limits, Pairs};
 use super::shares::KeyShares;
 use super::staging::StagingPool;
 use super::StartError;
-use crate::config::{Devices, RdmaConfig};
+use crate::config::{Devices, RdmaConfig, RdmaProvider};
 
 /// One device the gateway serves on.
 #[derive(Debug)]
@@ -140,22 +140,31 @@ pub(super) fn open_all(
     verbs: Arc<dyn Provider>,
 ) -> Result<Vec<Rail>, StartError> {
     let spec = Devices::parse(cfg.device.as_deref()).map_err(StartError::Devices)?;
-    let provider_of = |n: &str| {
-        if n.starts_with("soft") {
-            soft.clone()
-        } else {
-            verbs.clone()
-        }
+    let choice = cfg.provider;
+    let provider_of = |n: &str| match choice {
+        RdmaProvider::Soft => soft.clone(),
+        RdmaProvider::Verbs => verbs.clone(),
+        RdmaProvider::Auto if n.starts_with("soft") => soft.clone(),
+        RdmaProvider::Auto => verbs.clone(),
     };
-    let hardware = verbs.device_names().unwrap_or_default();
-    let names: Vec<String> = match &spec {
-        Devices::Default => vec![hardware
+    let hardware = match choice {
+        RdmaProvider::Soft => Vec::new(),
+        _ => verbs.device_names().unwrap_or_default(),
+    };
+    let no_verbs_device =
+        || StartError::Devices("--rdma-provider verbs: libibverbs lists no device".to_string());
+    let names: Vec<String> = match (&spec, choice) {
+        (Devices::Named(names), _) => names.clone(),
+        (Devices::Default, RdmaProvider::Verbs) => {
+            vec![hardware.first().cloned().ok_or_else(no_verbs_device)?]
+        }
+        (Devices::Default, _) => vec![hardware
             .first()
             .cloned()
             .unwrap_or_else(|| "soft0".to_string())],
-        Devices::All if !hardware.is_empty() => hardware,
-        Devices::All => soft.device_names()?,
-        Devices::Named(names) => names.clone(),
+        (Devices::All, RdmaProvider::Verbs) if hardware.is_empty() => return Err(no_verbs_device()),
+        (Devices::All, _) if !hardware.is_empty() => hardware,
+        (Devices::All, _) => soft.device_names()?,
     };
     let mut opened = Vec::new();
     for name in &names {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hipobj_gateway::config::{EngineConfig, KeyPair, RdmaConfig};
+use hipobj_gateway::config::{EngineConfig, KeyPair, RdmaConfig, RdmaProvider};
 use hipobj_gateway::engine::{self, Engine};
 use hipobj_s3::{ClientConfig, Path};
 use tokio::runtime::Handle;
@@ -46,9 +46,30 @@ pub fn prefer_soft_provider() {
     }
 }
 
+/// The embedded server's RDMA side: the soft provider's soft0, or with
+/// `HIPOBJ_PROVIDER=verbs` the first libibverbs device (the client then
+/// uses libibverbs too: a NIC, or soft-verbs).
+fn demo_rdma() -> RdmaConfig {
+    let verbs = std::env::var("HIPOBJ_PROVIDER").is_ok_and(|p| p.trim() == "verbs");
+    if verbs {
+        RdmaConfig {
+            provider: RdmaProvider::Verbs,
+            ..RdmaConfig::default()
+        }
+    } else {
+        RdmaConfig {
+            device: Some("soft0".into()),
+            provider: RdmaProvider::Soft,
+            ..RdmaConfig::default()
+        }
+    }
+}
+
 /// The embedded test server, stopped on drop.
 struct Server {
     url: String,
+    /// The RDMA device it serves on (the client uses the same one).
+    device: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
     rt: Handle,
@@ -69,14 +90,17 @@ impl Server {
             max_skew: Duration::from_secs(15 * 60),
             upstream,
             upstream_options: Default::default(),
-            rdma: RdmaConfig {
-                device: Some("soft0".into()),
-                ..RdmaConfig::default()
-            },
+            rdma: demo_rdma(),
             server: Default::default(),
         };
         let _guard = rt.enter();
         let engine = Arc::new(Engine::new(&cfg).context("starting the test server's engine")?);
+        let device = engine
+            .rdma
+            .rails
+            .first()
+            .map(|r| r.name.clone())
+            .unwrap_or_else(|| "soft0".into());
         let listener = rt
             .block_on(tokio::net::TcpListener::bind(cfg.listen))
             .context("listening on 127.0.0.1")?;
@@ -87,6 +111,7 @@ impl Server {
         }));
         Ok(Server {
             url: format!("http://{addr}"),
+            device,
             stop: Some(tx),
             task: Some(task),
             rt: rt.clone(),
@@ -119,10 +144,15 @@ pub fn run(args: DemoArgs, rt: &Handle) -> Result<(), CliError> {
     }
     let server = Server::start(rt)?;
     print_line(&format!(
-        "hipobj demo: test server on {} (embedded store in a temporary directory, software RDMA on soft0)",
-        server.url
+        "hipobj demo: test server on {} (embedded store in a temporary directory, {})",
+        server.url,
+        if server.device.starts_with("soft") {
+            format!("software RDMA on {}", server.device)
+        } else {
+            format!("RDMA through libibverbs on {}", server.device)
+        }
     ))?;
-    let lib = common::library("soft0")?;
+    let lib = common::library(&server.device)?;
     let mut cfg = ClientConfig::new(&server.url, ACCESS_KEY, SECRET_KEY).with_rdma(lib.clone());
     cfg.require_rdma = true;
     cfg.part_size = (size as usize).max(hipobj_s3::DEFAULT_PART_SIZE);
