@@ -7,15 +7,19 @@
 # builds the package in that profile (default release) and writes the
 # library to OUT_DIR (default target/soft-verbs/PROFILE). Then run any verbs
 # program with LD_LIBRARY_PATH=OUT_DIR (see docs/soft-verbs.md).
+#
+# With SOFT_VERBS_NO_BUILD=1 it only links the archive cargo already built
+# (tests do this: cargo holds its build lock while they run).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 profile="${1:-release}"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 out="${2:-$target_dir/soft-verbs/$profile}"
-case "$profile" in
-    release) cargo build --quiet --release -p hipobj-soft-verbs --manifest-path "$root/Cargo.toml" ;;
-    debug) cargo build --quiet -p hipobj-soft-verbs --manifest-path "$root/Cargo.toml" ;;
+case "${SOFT_VERBS_NO_BUILD:-0}:$profile" in
+    1:debug | 1:release) ;;
+    0:release) cargo build --quiet --release -p hipobj-soft-verbs --manifest-path "$root/Cargo.toml" ;;
+    0:debug) cargo build --quiet -p hipobj-soft-verbs --manifest-path "$root/Cargo.toml" ;;
     *) echo "link.sh: profile is debug or release, not $profile" >&2; exit 2 ;;
 esac
 archive="$target_dir/$profile/libhipobj_soft_verbs.a"

@@ -135,6 +135,14 @@ pub trait CqOps: Send + Sync + Debug + Any {
     fn arm(&self) -> Result<()> {
         Ok(())
     }
+    /// Asks for one event for the next completion *added* after this call,
+    /// as libibverbs documents `ibv_req_notify_cq` (completions already
+    /// queued raise none: poll after arming). [`CqOps::arm`] also signals
+    /// at once for a CQ that is not empty, which is what an event loop that
+    /// never misses a wakeup wants; a libibverbs program expects this one.
+    fn arm_next(&self) -> Result<()> {
+        self.arm()
+    }
     /// Takes the events waiting on the channel (`ibv_get_cq_event` and
     /// `ibv_ack_cq_events`; reading the eventfd), without blocking;
     /// returns how many there were.

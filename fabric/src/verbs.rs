@@ -270,6 +270,12 @@ impl CompletionQueue {
         self.ops.arm()
     }
 
+    /// Asks for one event for the next completion added from now on
+    /// ([`CqOps::arm_next`]).
+    pub fn arm_next(&self) -> Result<()> {
+        self.ops.arm_next()
+    }
+
     /// Takes the events waiting on the channel without blocking.
     pub fn take_events(&self) -> Result<u32> {
         self.ops.take_events()

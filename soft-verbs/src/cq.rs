@@ -229,9 +229,11 @@ pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut i
     })
 }
 
-/// `ibv_context_ops::req_notify_cq`: the next completion raises one event
-/// on the CQ's channel. `solicited_only` is served as all completions (a
-/// superset: every solicited completion raises it).
+/// `ibv_context_ops::req_notify_cq`: the next completion added to the CQ
+/// raises one event on its channel; completions already queued raise none
+/// (as libibverbs documents it: poll after arming). `solicited_only` is
+/// served as all completions (a superset: every solicited completion
+/// raises it).
 ///
 /// # Safety
 ///
@@ -240,7 +242,7 @@ pub unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) 
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let c = unsafe { cq_of(cq)? };
-        c.cq.arm().map_err(|e| e.errno())
+        c.cq.arm_next().map_err(|e| e.errno())
     })
 }
 

@@ -26,6 +26,7 @@
 //! - [`post`]: posting (`ibv_post_send` and friends, inline data).
 //! - [`wr_builder`]: the extended QP's `ibv_wr_*` interface.
 //! - [`open`]: `ibv_open_device` and the context's entries.
+//! - [`testing`]: for tests, links the library from the build's archive.
 //! - [`inert`]: verbs the soft device does not have, and rdma-core's
 //!   private interface to its provider libraries, all answering cleanly.
 
@@ -40,4 +41,5 @@ pub mod open;
 pub mod post;
 pub mod qp;
 pub mod strings;
+pub mod testing;
 pub mod wr_builder;

@@ -149,6 +149,12 @@ impl CqOps for SoftCq {
         Ok(())
     }
 
+    fn arm_next(&self) -> Result<()> {
+        self.inner.eventfd()?;
+        self.inner.armed.store(true, Ordering::Release);
+        Ok(())
+    }
+
     fn take_events(&self) -> Result<u32> {
         let fd = self.inner.eventfd()?;
         let mut count: u64 = 0;
@@ -230,6 +236,20 @@ mod tests {
         assert!(!readable(fd));
         assert_eq!(cq.take_events().unwrap(), 0);
         assert_eq!(cq.poll(&mut out, 8).unwrap(), 2);
+    }
+
+    #[test]
+    fn arming_for_the_next_completion_ignores_those_queued() {
+        let cq = SoftCq {
+            inner: Arc::new(CqInner::new(8)),
+        };
+        let fd = cq.event_fd().unwrap();
+        cq.inner.push(wc(1));
+        cq.arm_next().unwrap();
+        assert!(!readable(fd), "a queued completion raised an event");
+        cq.inner.push(wc(2));
+        assert!(readable(fd));
+        assert_eq!(cq.take_events().unwrap(), 1);
     }
 
     #[test]
