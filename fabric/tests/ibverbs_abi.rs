@@ -170,6 +170,12 @@ fn checks() -> Checks {
     same!(c, ibv_pd, "struct ibv_pd", [context, handle]);
     same!(
         c,
+        ibv_gid_entry,
+        "struct ibv_gid_entry",
+        [gid, gid_index, port_num, gid_type, ndev_ifindex]
+    );
+    same!(
+        c,
         ibv_mr,
         "struct ibv_mr",
         [context, pd, addr, length, handle, lkey, rkey]

@@ -55,3 +55,23 @@ fn write_without_remote_write_is_a_remote_access_error() {
 fn unanswered_requests_exceed_the_retry_count() {
     run_both(behaviour::unanswered_requests_exceed_the_retry_count);
 }
+
+#[test]
+fn sends_and_immediates_complete_receives() {
+    run_both(behaviour::sends_and_immediates_complete_receives);
+}
+
+#[test]
+fn a_send_without_a_receive_exhausts_the_rnr_retries() {
+    run_both(behaviour::a_send_without_a_receive_exhausts_the_rnr_retries);
+}
+
+#[test]
+fn unsignalled_writes_complete_silently() {
+    run_both(behaviour::unsignalled_writes_complete_silently);
+}
+
+#[test]
+fn illegal_transitions_are_refused() {
+    run_both(behaviour::illegal_transitions_are_refused);
+}

@@ -4,13 +4,11 @@
 //! `127.0.0.1`), named `soft0`, `soft1` ... as the soft provider names them,
 //! each with one RoCE v2 port whose one GID is its address, IPv4-mapped.
 
-use crate::ffi::{
-    guard_errno, guard_minus1, guard_ptr, ibv_gid_entry, IBV_GID_TYPE_ROCE_V2,
-    IBV_GID_TYPE_SYSFS_ROCE_V2,
-};
+use crate::ffi::{guard_errno, guard_minus1, guard_ptr, IBV_GID_TYPE_SYSFS_ROCE_V2};
 use crate::objects::{Context, DeviceRec};
 use hipobj_fabric::ibverbs::abi::{
-    ibv_context, ibv_device, ibv_device_attr, ibv_gid, ibv_port_attr, IBV_LINK_LAYER_ETHERNET,
+    ibv_context, ibv_device, ibv_device_attr, ibv_gid, ibv_gid_entry, ibv_port_attr,
+    IBV_GID_TYPE_ROCE_V2, IBV_LINK_LAYER_ETHERNET,
 };
 use hipobj_fabric::soft::{SoftConfig, SoftProvider, ENV_ADDRS};
 use hipobj_fabric::PortState;

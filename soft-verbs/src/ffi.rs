@@ -4,7 +4,6 @@
 
 #![allow(non_camel_case_types, missing_docs)]
 
-use hipobj_fabric::ibverbs::abi::ibv_gid;
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -57,20 +56,6 @@ pub fn guard_count(f: impl FnOnce() -> Result<c_int, c_int>) -> c_int {
     }
 }
 
-/// `struct ibv_gid_entry` (rdma-core 1.11's extended GID query).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ibv_gid_entry {
-    pub gid: ibv_gid,
-    pub gid_index: u32,
-    pub port_num: u32,
-    /// `enum ibv_gid_type`.
-    pub gid_type: u32,
-    pub ndev_ifindex: u32,
-}
-
-/// `IBV_GID_TYPE_ROCE_V2` (`enum ibv_gid_type`, the public one).
-pub const IBV_GID_TYPE_ROCE_V2: u32 = 2;
 /// `IBV_GID_TYPE_SYSFS_ROCE_V2` (`enum ibv_gid_type_sysfs`, the private one).
 pub const IBV_GID_TYPE_SYSFS_ROCE_V2: u32 = 1;
 

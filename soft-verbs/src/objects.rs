@@ -10,10 +10,9 @@
 //! has children is refused with `EBUSY`: the counters here say how many it
 //! has.
 
-use crate::ffi::ibv_gid_entry;
 use hipobj_fabric::ibverbs::abi::{
-    ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_mr, ibv_pd, ibv_qp, ibv_qp_cap,
-    verbs_context,
+    ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_gid_entry, ibv_mr, ibv_pd, ibv_qp,
+    ibv_qp_cap, verbs_context,
 };
 use hipobj_fabric::ibverbs::abi_ex::ibv_qp_ex;
 use hipobj_fabric::{

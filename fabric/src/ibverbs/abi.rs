@@ -77,6 +77,26 @@ impl fmt::Debug for ibv_gid {
     }
 }
 
+/// `struct ibv_gid_entry` (rdma-core 32 and later, `ibv_query_gid_ex`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_gid_entry {
+    pub gid: ibv_gid,
+    pub gid_index: u32,
+    pub port_num: u32,
+    /// `enum ibv_gid_type`: [`IBV_GID_TYPE_IB`], [`IBV_GID_TYPE_ROCE_V1`],
+    /// [`IBV_GID_TYPE_ROCE_V2`].
+    pub gid_type: u32,
+    pub ndev_ifindex: u32,
+}
+
+/// `IBV_GID_TYPE_IB`.
+pub const IBV_GID_TYPE_IB: u32 = 0;
+/// `IBV_GID_TYPE_ROCE_V1`.
+pub const IBV_GID_TYPE_ROCE_V1: u32 = 1;
+/// `IBV_GID_TYPE_ROCE_V2`.
+pub const IBV_GID_TYPE_ROCE_V2: u32 = 2;
+
 /// `struct ibv_device_attr`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

@@ -3,15 +3,16 @@
 //! released only after its children.
 
 use super::abi::{
-    ibv_context, ibv_gid, ibv_pd, ibv_port_attr, verbs_context, VerbsQueryPortFn,
-    VERBS_ABI_IS_EXTENDED,
+    ibv_context, ibv_gid, ibv_gid_entry, ibv_pd, ibv_port_attr, verbs_context, VerbsQueryPortFn,
+    IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2, VERBS_ABI_IS_EXTENDED,
 };
 use super::convert;
 use super::loader::IbvLib;
 use super::os::check;
 use super::sysfs;
-use crate::error::Result;
-use crate::types::GidEntry;
+use crate::error::{FabricError, Result};
+use crate::types::{GidEntry, GidType, LinkLayer};
+use hipobj_wire::Gid;
 use std::ffi::c_int;
 use std::fmt;
 use std::mem::{offset_of, size_of};
@@ -115,17 +116,67 @@ impl DeviceInner {
         Ok(gid)
     }
 
+    /// GID `index` with its type from libibverbs (`_ibv_query_gid_ex`,
+    /// rdma-core 32 and later): `None` where the library lacks it or
+    /// declines (`EOPNOTSUPP`/`ENOSYS`), so the caller uses `ibv_query_gid`
+    /// and sysfs; `Some(Err)` for an entry that is not there (`ENODATA` for
+    /// an empty one).
+    fn gid_ex(
+        &self,
+        port: u8,
+        index: u16,
+        link_layer: LinkLayer,
+    ) -> Option<Result<(Gid, GidType)>> {
+        let f = self.lib.query_gid_ex?;
+        let mut e = ibv_gid_entry::default();
+        // SAFETY: the context is open; `e` is a writable entry of the size
+        // passed, and flags are 0 as rdma-core requires.
+        let rc = unsafe {
+            f(
+                self.ctx.as_ptr(),
+                u32::from(port),
+                u32::from(index),
+                &mut e,
+                0,
+                size_of::<ibv_gid_entry>(),
+            )
+        };
+        if rc == libc::EOPNOTSUPP || rc == libc::ENOSYS {
+            return None;
+        }
+        if rc != 0 {
+            return Some(Err(FabricError::Os {
+                verb: "ibv_query_gid_ex",
+                source: std::io::Error::from_raw_os_error(rc),
+            }));
+        }
+        let gid_type = match (e.gid_type, link_layer) {
+            (IBV_GID_TYPE_ROCE_V2, _) => GidType::RoceV2,
+            (IBV_GID_TYPE_ROCE_V1, _) => GidType::RoceV1,
+            (IBV_GID_TYPE_IB, LinkLayer::InfiniBand) => GidType::Ib,
+            (IBV_GID_TYPE_IB, LinkLayer::Ethernet) => GidType::RoceV1,
+            _ => GidType::Unknown,
+        };
+        Some(Ok((convert::gid_from_raw(&e.gid), gid_type)))
+    }
+
     /// The configured entries of the port's GID table (all-zero entries and
-    /// those libibverbs can't read are left out), each with its type from
-    /// sysfs.
+    /// those libibverbs can't read are left out), each with its type: from
+    /// libibverbs where it says (`ibv_query_gid_ex`), else from sysfs.
     pub(super) fn gid_table(&self, port: u8) -> Result<Vec<GidEntry>> {
         let attr = self.query_port_raw(port)?;
         let link_layer = convert::port_attr_from_raw(&attr).link_layer;
         let len = u16::try_from(attr.gid_tbl_len.max(0)).unwrap_or(u16::MAX);
         let mut out = Vec::new();
         for index in 0..len {
-            let gid = match self.gid(port, c_int::from(index)) {
-                Ok(g) => convert::gid_from_raw(&g),
+            let found = match self.gid_ex(port, index, link_layer) {
+                Some(r) => r.map(|(g, t)| (g, Some(t))),
+                None => self
+                    .gid(port, c_int::from(index))
+                    .map(|g| (convert::gid_from_raw(&g), None)),
+            };
+            let (gid, gid_type) = match found {
+                Ok(f) => f,
                 Err(e) => {
                     tracing::trace!(device = %self.name, port, index, error = %e, "GID skipped");
                     continue;
@@ -134,13 +185,15 @@ impl DeviceInner {
             if gid.is_zero() {
                 continue;
             }
-            let gid_type = sysfs::gid_type(
-                Path::new(&self.sysfs_root),
-                &self.name,
-                port,
-                index,
-                link_layer,
-            );
+            let gid_type = gid_type.unwrap_or_else(|| {
+                sysfs::gid_type(
+                    Path::new(&self.sysfs_root),
+                    &self.name,
+                    port,
+                    index,
+                    link_layer,
+                )
+            });
             out.push(GidEntry {
                 index,
                 gid,

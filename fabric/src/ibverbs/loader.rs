@@ -18,7 +18,7 @@
 
 use super::abi::{
     ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_device_attr, ibv_gid,
-    ibv_mr, ibv_pd, ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_init_attr,
+    ibv_gid_entry, ibv_mr, ibv_pd, ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_init_attr,
 };
 use super::abi_ex::{ibv_ah, ibv_qp_ex, ibv_srq, ibv_srq_init_attr};
 use crate::error::{FabricError, Result};
@@ -53,6 +53,15 @@ pub type QueryGidFn = unsafe extern "C" fn(
     port: u8,
     index: c_int,
     gid: *mut ibv_gid,
+) -> c_int;
+/// `_ibv_query_gid_ex` (what the header's `ibv_query_gid_ex` calls).
+pub type QueryGidExFn = unsafe extern "C" fn(
+    context: *mut ibv_context,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut ibv_gid_entry,
+    flags: u32,
+    entry_size: usize,
 ) -> c_int;
 /// `ibv_alloc_pd`.
 pub type AllocPdFn = unsafe extern "C" fn(context: *mut ibv_context) -> *mut ibv_pd;
@@ -161,7 +170,7 @@ pub const REQUIRED_SYMBOLS: [&str; 19] = [
 
 /// The optional symbols: absent from older libraries, and the provider
 /// works without them.
-pub const OPTIONAL_SYMBOLS: [&str; 11] = [
+pub const OPTIONAL_SYMBOLS: [&str; 12] = [
     "ibv_reg_dmabuf_mr",
     "ibv_reg_mr_iova2",
     // The completion channel, used as a set: without all four, CQs have
@@ -177,6 +186,9 @@ pub const OPTIONAL_SYMBOLS: [&str; 11] = [
     "ibv_create_srq",
     "ibv_destroy_srq",
     "ibv_qp_to_qp_ex",
+    // The GID's type from libibverbs (rdma-core 32 and later), where sysfs
+    // can't be read (a container without /sys/class/infiniband, soft-verbs).
+    "_ibv_query_gid_ex",
 ];
 
 /// The libibverbs functions DC needs, all five or none.
@@ -212,6 +224,7 @@ pub struct IbvLib {
     pub(crate) query_device: QueryDeviceFn,
     pub(crate) query_port: QueryPortFn,
     pub(crate) query_gid: QueryGidFn,
+    pub(crate) query_gid_ex: Option<QueryGidExFn>,
     pub(crate) alloc_pd: AllocPdFn,
     pub(crate) dealloc_pd: DeallocPdFn,
     pub(crate) reg_mr: RegMrFn,
@@ -303,6 +316,7 @@ impl IbvLib {
                 query_device: sym(&lib, path, "ibv_query_device")?,
                 query_port: sym(&lib, path, "ibv_query_port")?,
                 query_gid: sym(&lib, path, "ibv_query_gid")?,
+                query_gid_ex: optional_sym(&lib, "_ibv_query_gid_ex"),
                 alloc_pd: sym(&lib, path, "ibv_alloc_pd")?,
                 dealloc_pd: sym(&lib, path, "ibv_dealloc_pd")?,
                 reg_mr: sym(&lib, path, "ibv_reg_mr")?,
@@ -404,9 +418,10 @@ impl IbvLib {
         for name in &OPTIONAL_SYMBOLS[2..6] {
             v.push((name, self.has_comp_channel()));
         }
-        for name in &OPTIONAL_SYMBOLS[6..] {
+        for name in &OPTIONAL_SYMBOLS[6..11] {
             v.push((name, self.has_dc_verbs()));
         }
+        v.push(("_ibv_query_gid_ex", self.query_gid_ex.is_some()));
         v
     }
 }

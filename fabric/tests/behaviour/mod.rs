@@ -13,9 +13,9 @@ pub mod dc;
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::seam::Provider;
 use hipobj_fabric::{
-    pattern, AccessFlags, CompletionQueue, Device, GidEntry, GidType, Mtu, ProtectionDomain, QpCap,
-    QpState, QpType, QueuePair, RegisteredBuffer, RemoteAddr, SendOp, SendWr, Sge, WcOpcode,
-    WcStatus, WorkCompletion,
+    pattern, AccessFlags, CompletionQueue, Device, GidEntry, GidType, Mtu, ProtectionDomain,
+    QpAttr, QpAttrMask, QpCap, QpState, QpType, QueuePair, RecvWr, RegisteredBuffer, RemoteAddr,
+    SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use std::time::Duration;
 
@@ -258,4 +258,162 @@ pub fn unanswered_requests_exceed_the_retry_count(p: &dyn Provider, device: &str
         vec![0u8; 4096],
         "a QP in INIT accepted data"
     );
+}
+
+fn post_recv(qp: &QueuePair, wr_id: u64, local: Sge) {
+    qp.post_recv(&RecvWr {
+        wr_id,
+        sg_list: vec![local],
+    })
+    .expect("post_recv");
+}
+
+/// SEND_WITH_IMM lands in the peer's posted receive (RECV, its length, the
+/// immediate); WRITE_WITH_IMM lands in the peer's memory and consumes a
+/// receive (RECV_RDMA_WITH_IMM, the write's length, the immediate); the
+/// requester sees SEND and RDMA_WRITE completions.
+pub fn sends_and_immediates_complete_receives(p: &dyn Provider, device: &str) {
+    let a = End::new(p, device, REMOTE_RW);
+    let b = End::new(p, device, REMOTE_RW);
+    connect(&a, &b);
+    let mut src = a.pd.alloc_buffer(8192, RW).expect("alloc src");
+    pattern::fill_buffer(src.buf_mut(), 0, 8192, 0x1e6).unwrap();
+    let inbox = b.pd.alloc_buffer(4096, RW).expect("alloc inbox");
+    let dst = b.pd.alloc_buffer(4096, RW).expect("alloc dst");
+    post_recv(&b.qp, 100, inbox.sge(0, 4096).unwrap());
+    post_recv(&b.qp, 101, inbox.sge(0, 4096).unwrap());
+
+    post(
+        &a.qp,
+        1,
+        SendOp::SendWithImm(0xdead_beef),
+        src.sge(0, 100).unwrap(),
+    );
+    let wc = a.wait();
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (1, WcStatus::Success, WcOpcode::Send),
+        "{wc:?}"
+    );
+    let wc = b.wait();
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode, wc.byte_len, wc.imm_data),
+        (
+            100,
+            WcStatus::Success,
+            WcOpcode::Recv,
+            100,
+            Some(0xdead_beef)
+        ),
+        "{wc:?}"
+    );
+    assert_eq!(wc.src_qp, a.qp.qp_num());
+    assert_eq!(inbox.buf().to_vec()[..100], src.buf().to_vec()[..100]);
+
+    post(
+        &a.qp,
+        2,
+        SendOp::RdmaWriteWithImm(remote(&dst, 0), 0x0102_0304),
+        src.sge(4096, 3000).unwrap(),
+    );
+    let wc = a.wait();
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (2, WcStatus::Success, WcOpcode::RdmaWrite),
+        "{wc:?}"
+    );
+    let wc = b.wait();
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode, wc.byte_len, wc.imm_data),
+        (
+            101,
+            WcStatus::Success,
+            WcOpcode::RecvRdmaWithImm,
+            3000,
+            Some(0x0102_0304)
+        ),
+        "{wc:?}"
+    );
+    assert_eq!(dst.buf().to_vec()[..3000], src.buf().to_vec()[4096..7096]);
+}
+
+/// A SEND with no receive posted is answered RNR; after `rnr_retry` of
+/// them it completes RNR_RETRY_EXC_ERR, the QP is in ERR, and what is
+/// posted afterwards completes WR_FLUSH_ERR.
+pub fn a_send_without_a_receive_exhausts_the_rnr_retries(p: &dyn Provider, device: &str) {
+    let a = End::new(p, device, REMOTE_RW);
+    let b = End::new(p, device, REMOTE_RW);
+    let params = RcParams {
+        rnr_retry: 1,
+        min_rnr_timer: 1,
+        ..a.params()
+    };
+    rc::connect(&a.qp, &b.peer(), &params).expect("connect a");
+    rc::connect(&b.qp, &a.peer(), &b.params()).expect("connect b");
+    let src = a.pd.alloc_buffer(4096, RW).expect("alloc src");
+    post(&a.qp, 5, SendOp::Send, src.sge(0, 64).unwrap());
+    let wc = a.wait();
+    assert_eq!(
+        (wc.wr_id, wc.status),
+        (5, WcStatus::RnrRetryExcErr),
+        "{wc:?}"
+    );
+    assert_eq!(a.qp.state().unwrap(), QpState::Err);
+    post(&a.qp, 6, SendOp::Send, src.sge(0, 64).unwrap());
+    let wc = a.wait();
+    assert_eq!((wc.wr_id, wc.status), (6, WcStatus::WrFlushErr), "{wc:?}");
+}
+
+/// Unsignalled WRITEs complete silently: only the signalled one that
+/// follows them reports, and every WRITE's bytes landed.
+pub fn unsignalled_writes_complete_silently(p: &dyn Provider, device: &str) {
+    let a = End::new(p, device, REMOTE_RW);
+    let b = End::new(p, device, REMOTE_RW);
+    connect(&a, &b);
+    let mut src = a.pd.alloc_buffer(6 * 512, RW).expect("alloc src");
+    pattern::fill_buffer(src.buf_mut(), 0, 6 * 512, 0x516).unwrap();
+    let dst = b.pd.alloc_buffer(6 * 512, RW).expect("alloc dst");
+    for i in 0..6u64 {
+        a.qp.post_send(&SendWr {
+            wr_id: 10 + i,
+            op: SendOp::RdmaWrite(remote(&dst, i * 512)),
+            sg_list: vec![src.sge(i * 512, 512).unwrap()],
+            signaled: i == 5,
+            dc: None,
+        })
+        .expect("post_send");
+    }
+    let wc = a.wait();
+    assert_eq!((wc.wr_id, wc.status), (15, WcStatus::Success), "{wc:?}");
+    assert_eq!(a.cq.wait_one(Duration::from_millis(200)).unwrap(), None);
+    assert_eq!(dst.buf().to_vec(), src.buf().to_vec());
+}
+
+/// The state table a NIC enforces: RTS back to RTR is refused and leaves
+/// the QP in RTS; a send posted before RTS is refused; ERR, then RESET,
+/// then INIT again is allowed.
+pub fn illegal_transitions_are_refused(p: &dyn Provider, device: &str) {
+    let a = End::new(p, device, REMOTE_RW);
+    let b = End::new(p, device, REMOTE_RW);
+    let src = a.pd.alloc_buffer(64, RW).expect("alloc src");
+    let early = a.qp.post_send(&SendWr {
+        wr_id: 1,
+        op: SendOp::Send,
+        sg_list: vec![src.sge(0, 64).unwrap()],
+        signaled: true,
+        dc: None,
+    });
+    assert!(early.is_err(), "a send was accepted in INIT");
+    connect(&a, &b);
+    let back = QpAttr {
+        qp_state: QpState::Rtr,
+        ..QpAttr::default()
+    };
+    let refused = a.qp.modify(&back, QpAttrMask::STATE);
+    assert!(refused.is_err(), "RTS -> RTR was accepted");
+    assert_eq!(a.qp.state().unwrap(), QpState::Rts);
+    rc::to_error(&a.qp).expect("to ERR");
+    assert_eq!(a.qp.state().unwrap(), QpState::Err);
+    rc::reset_to_init(&a.qp, PORT, REMOTE_RW).expect("RESET, then INIT");
+    assert_eq!(a.qp.state().unwrap(), QpState::Init);
 }
