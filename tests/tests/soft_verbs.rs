@@ -189,8 +189,8 @@ fn cp_both_ways_through_the_gateway_on_the_libibverbs_provider() {
             .env("AWS_ENDPOINT_URL", &gw.url)
             .env("AWS_ACCESS_KEY_ID", AK)
             .env("AWS_SECRET_ACCESS_KEY", SK)
+            .env("HIPOBJ_NIC", DEVICE)
             .args(args)
-            .args(["--nic", DEVICE])
             .output()
             .expect("running hipobj");
         assert!(out.status.success(), "hipobj {args:?}\n{}", describe(&out));
@@ -207,7 +207,7 @@ fn cp_both_ways_through_the_gateway_on_the_libibverbs_provider() {
         "16MiB",
         "--require-rdma",
     ]);
-    assert!(up.contains("41955785 bytes"), "{up}");
+    assert!(up.contains("41955385 bytes"), "{up}");
     assert!(up.trim_end().ends_with("path: rdma"), "{up}");
     let down = hipobj(&[
         "cp",
