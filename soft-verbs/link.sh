@@ -9,7 +9,8 @@
 # program with LD_LIBRARY_PATH=OUT_DIR (see docs/soft-verbs.md).
 #
 # With SOFT_VERBS_NO_BUILD=1 it only links the archive cargo already built
-# (tests do this: cargo holds its build lock while they run).
+# (tests do this: cargo holds its build lock while they run), or the one
+# SOFT_VERBS_ARCHIVE names (tests name the one built with their own rlib).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
@@ -22,7 +23,7 @@ case "${SOFT_VERBS_NO_BUILD:-0}:$profile" in
     0:debug) cargo build --quiet -p hipobj-soft-verbs --manifest-path "$root/Cargo.toml" ;;
     *) echo "link.sh: profile is debug or release, not $profile" >&2; exit 2 ;;
 esac
-archive="$target_dir/$profile/libhipobj_soft_verbs.a"
+archive="${SOFT_VERBS_ARCHIVE:-$target_dir/$profile/libhipobj_soft_verbs.a}"
 mkdir -p "$out"
 tmp="$out/.libibverbs.so.1.$$"
 trap 'rm -f "$tmp"' EXIT

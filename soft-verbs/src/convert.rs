@@ -35,7 +35,7 @@ pub fn qp_attr_from_c(attr: &ibv_qp_attr, mask: c_int) -> Result<(QpAttr, QpAttr
     };
     let ah = &attr.ah_attr;
     let ah_attr = AhAttr {
-        grh: (ah.is_global != 0).then(|| GlobalRoute {
+        grh: (ah.is_global != 0).then_some(GlobalRoute {
             // SAFETY: every bit pattern of the union is a valid [u8; 16].
             dgid: Gid(unsafe { ah.grh.dgid.raw }),
             flow_label: ah.grh.flow_label,

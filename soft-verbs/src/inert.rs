@@ -192,6 +192,11 @@ pub extern "C" fn ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
 }
 
 /// `ibv_context_ops::post_srq_recv`: `EOPNOTSUPP` (no SRQ is ever made).
+///
+/// # Safety
+///
+/// None needed: the arguments are never read. It is `unsafe` for the
+/// function-pointer slot it fills.
 pub unsafe extern "C" fn post_srq_recv(
     _srq: *mut c_void,
     _wr: *mut c_void,

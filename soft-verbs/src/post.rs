@@ -41,8 +41,9 @@ fn to_sge(s: &ibv_sge) -> Sge {
 }
 
 /// Posts `wr` with inline data of `len` bytes, which `fill` copies into the
-/// ring slot it is given. `EINVAL` when the QP has no inline room, the data
-/// is longer than its `max_inline_data`, or the operation is a READ.
+/// ring slot it is given. `EINVAL` when the data is longer than the QP's
+/// `max_inline_data` (or it has no inline room for a non-empty one), or the
+/// operation is a READ.
 pub fn post_inline(
     q: &Qp,
     mut wr: SendWr,
@@ -51,6 +52,12 @@ pub fn post_inline(
 ) -> Result<(), c_int> {
     if matches!(wr.op, SendOp::RdmaRead(_)) {
         return Err(libc::EINVAL);
+    }
+    if len == 0 {
+        // Nothing to copy, so no slot: zero bytes fit any QP's
+        // max_inline_data, 0 included.
+        wr.sg_list = Vec::new();
+        return q.qp.post_send(&wr).map_err(|e| e.errno());
     }
     let ring = q.inline.as_ref().ok_or(libc::EINVAL)?;
     let mut ring = ring.lock().unwrap_or_else(|p| p.into_inner());
@@ -62,11 +69,7 @@ pub fn post_inline(
     // above: len <= slot_len and the slot index < slots).
     let dst = unsafe { ring.buf.buf().as_ptr().add(offset as usize) };
     fill(dst);
-    wr.sg_list = if len == 0 {
-        Vec::new()
-    } else {
-        vec![ring.buf.sge(offset, len as u32).map_err(|e| e.errno())?]
-    };
+    wr.sg_list = vec![ring.buf.sge(offset, len as u32).map_err(|e| e.errno())?];
     q.qp.post_send(&wr).map_err(|e| e.errno())?;
     ring.posted += 1;
     Ok(())

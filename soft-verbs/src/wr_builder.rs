@@ -6,9 +6,10 @@
 //! Requests are built between `wr_start` and `wr_complete` and posted by
 //! `wr_complete`, in order. An error met while building (an operation the
 //! QP was not created for, an SGE or inline data with no request to attach
-//! to) makes `wr_complete` return it and post nothing, as rdma-core's
-//! providers do. Atomics, memory windows, invalidation, TSO, UD and XRC
-//! record `EOPNOTSUPP`.
+//! to, more SGEs than the QP's `max_send_sge`, more requests than its
+//! `max_send_wr`) makes `wr_complete` return it and post nothing, as
+//! rdma-core's providers do. Atomics, memory windows, invalidation, TSO, UD
+//! and XRC record `EOPNOTSUPP`.
 
 use crate::convert::send_flags;
 use crate::ffi::{
@@ -60,6 +61,12 @@ fn start_op(qpx: *mut ibv_qp_ex, needs: u64, op: SendOp) {
             b.error.get_or_insert(libc::EINVAL);
             return;
         }
+        if b.wrs.len() >= q.cap.max_send_wr as usize {
+            // The send queue could not take them all: found here, so that
+            // wr_complete posts none of them.
+            b.error.get_or_insert(libc::ENOMEM);
+            return;
+        }
         let (signaled, _) = send_flags(q.ex.wr_flags, q.sq_sig_all);
         b.wrs.push(PendingWr {
             wr: SendWr {
@@ -74,12 +81,20 @@ fn start_op(qpx: *mut ibv_qp_ex, needs: u64, op: SendOp) {
     });
 }
 
-/// Applies `f` to the request being built (`EINVAL` if there is none).
-fn last_wr(qpx: *mut ibv_qp_ex, f: impl FnOnce(&mut PendingWr)) {
-    with_builder(qpx, |_, b| match b.wrs.last_mut() {
-        Some(w) if b.open => f(w),
-        _ => {
-            b.error.get_or_insert(libc::EINVAL);
+/// Attaches `list` to the request being built: `EINVAL` if there is none,
+/// or if the list is longer than the QP's `max_send_sge` (found here, so
+/// that `wr_complete` posts nothing, rather than when posting it).
+fn set_sges(qpx: *mut ibv_qp_ex, list: Vec<Sge>) {
+    with_builder(qpx, |q, b| {
+        let fits = list.len() <= q.cap.max_send_sge as usize;
+        match b.wrs.last_mut() {
+            Some(w) if b.open && fits => {
+                w.inline = None;
+                w.wr.sg_list = list;
+            }
+            _ => {
+                b.error.get_or_insert(libc::EINVAL);
+            }
         }
     });
 }
@@ -178,10 +193,7 @@ unsafe extern "C" fn wr_send_imm(qpx: *mut ibv_qp_ex, imm_be: u32) {
 }
 
 unsafe extern "C" fn wr_set_sge(qpx: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
-    last_wr(qpx, |w| {
-        w.inline = None;
-        w.wr.sg_list = vec![Sge { addr, length, lkey }];
-    });
+    set_sges(qpx, vec![Sge { addr, length, lkey }]);
 }
 
 unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge) {
@@ -198,10 +210,7 @@ unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_lis
             })
             .collect()
     };
-    last_wr(qpx, |w| {
-        w.inline = None;
-        w.wr.sg_list = list;
-    });
+    set_sges(qpx, list);
 }
 
 /// Copies inline buffers now (the program may reuse them when the call
