@@ -38,6 +38,7 @@ pub unsafe fn cq_of<'a>(cq: *mut ibv_cq) -> Result<&'a Cq, c_int> {
 pub unsafe extern "C" fn ibv_create_comp_channel(
     context: *mut ibv_context,
 ) -> *mut ibv_comp_channel {
+    crate::ffi::called("ibv_create_comp_channel");
     guard_ptr(|| {
         // SAFETY: the caller's contract.
         unsafe { Context::from_raw(context)? };
@@ -70,6 +71,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
 /// `channel` is a live channel of this library, destroyed once.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
+    crate::ffi::called("ibv_destroy_comp_channel");
     guard_errno(|| {
         if channel.is_null() {
             return Err(libc::EINVAL);
@@ -98,6 +100,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq {
+    crate::ffi::called("ibv_create_cq");
     guard_ptr(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };
@@ -160,6 +163,7 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// `cq` is a live CQ of this library, destroyed once, its events acknowledged.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
+    crate::ffi::called("ibv_destroy_cq");
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let c = unsafe { cq_of(cq)? };
@@ -192,6 +196,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
 /// `ibv_resize_cq`: `EOPNOTSUPP`.
 #[no_mangle]
 pub extern "C" fn ibv_resize_cq(_cq: *mut ibv_cq, _cqe: c_int) -> c_int {
+    crate::ffi::called("ibv_resize_cq");
     libc::EOPNOTSUPP
 }
 
@@ -206,6 +211,7 @@ thread_local! {
 ///
 /// `cq` is a live CQ; `wc` has room for `num_entries` completions.
 pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
+    crate::ffi::called("ibv_context_ops.poll_cq");
     guard_count(|| {
         // SAFETY: the caller's contract.
         let c = unsafe { cq_of(cq)? };
@@ -247,6 +253,7 @@ pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut i
 ///
 /// `cq` is a live CQ.
 pub unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c_int {
+    crate::ffi::called("ibv_context_ops.req_notify_cq");
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let c = unsafe { cq_of(cq)? };
@@ -266,6 +273,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq: *mut *mut ibv_cq,
     cq_context: *mut *mut c_void,
 ) -> c_int {
+    crate::ffi::called("ibv_get_cq_event");
     guard_minus1(|| {
         if channel.is_null() || cq.is_null() || cq_context.is_null() {
             return Err(libc::EINVAL);
@@ -318,6 +326,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
 /// `cq` is a live CQ.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: u32) {
+    crate::ffi::called("ibv_ack_cq_events");
     if cq.is_null() {
         return;
     }
@@ -340,6 +349,7 @@ pub unsafe extern "C" fn ibv_poll_cq(
     num_entries: c_int,
     wc: *mut ibv_wc,
 ) -> c_int {
+    crate::ffi::called("ibv_poll_cq");
     // SAFETY: same contract.
     unsafe { poll_cq(cq, num_entries, wc) }
 }
@@ -351,6 +361,7 @@ pub unsafe extern "C" fn ibv_poll_cq(
 /// As [`req_notify_cq`].
 #[no_mangle]
 pub unsafe extern "C" fn ibv_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    crate::ffi::called("ibv_req_notify_cq");
     // SAFETY: same contract.
     unsafe { req_notify_cq(cq, solicited_only) }
 }

@@ -138,6 +138,7 @@ pub fn device_rec_of(dev: *mut ibv_device) -> Result<&'static DeviceRec, c_int> 
 /// `num_devices` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
+    crate::ffi::called("ibv_get_device_list");
     guard_ptr(|| {
         let d = devices()?;
         let n = d.list.len();
@@ -168,6 +169,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
 /// `list` is NULL or a list `ibv_get_device_list` returned, freed once.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
+    crate::ffi::called("ibv_free_device_list");
     // SAFETY: the list was allocated by calloc in ibv_get_device_list;
     // free(NULL) does nothing.
     unsafe { libc::free(list.cast::<c_void>()) };
@@ -180,6 +182,7 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
 /// `device` is NULL or a device of the list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
+    crate::ffi::called("ibv_get_device_name");
     match device_rec_of(device) {
         Ok(r) => r.dev.name.as_ptr(),
         Err(_) => std::ptr::null(),
@@ -193,6 +196,7 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
 /// `device` is NULL or a device of the list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
+    crate::ffi::called("ibv_get_device_guid");
     device_rec_of(device).map_or(0, |r| r.guid_be)
 }
 
@@ -203,6 +207,7 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
 /// `device` is NULL or a device of the list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
+    crate::ffi::called("ibv_get_device_index");
     device_rec_of(device).map_or(-1, |r| r.index)
 }
 
@@ -252,6 +257,7 @@ pub unsafe extern "C" fn ibv_query_device(
     context: *mut ibv_context,
     attr: *mut ibv_device_attr,
 ) -> c_int {
+    crate::ffi::called("ibv_query_device");
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };
@@ -276,6 +282,7 @@ pub unsafe extern "C" fn query_device_ex(
     attr: *mut c_void,
     attr_size: usize,
 ) -> c_int {
+    crate::ffi::called("verbs_context.query_device_ex");
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };
@@ -367,6 +374,7 @@ pub unsafe extern "C" fn query_port_ex(
     port_attr: *mut ibv_port_attr,
     port_attr_len: usize,
 ) -> c_int {
+    crate::ffi::called("verbs_context.query_port");
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };
@@ -387,6 +395,7 @@ pub unsafe extern "C" fn ibv_query_port(
     port_num: u8,
     port_attr: *mut ibv_port_attr,
 ) -> c_int {
+    crate::ffi::called("ibv_query_port");
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };
@@ -414,6 +423,7 @@ pub unsafe extern "C" fn ibv_query_gid(
     index: c_int,
     gid: *mut ibv_gid,
 ) -> c_int {
+    crate::ffi::called("ibv_query_gid");
     guard_minus1(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };
@@ -442,6 +452,7 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
+    crate::ffi::called("_ibv_query_gid_ex");
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };
@@ -470,6 +481,7 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     flags: u32,
     entry_size: usize,
 ) -> isize {
+    crate::ffi::called("_ibv_query_gid_table");
     let rc = guard_errno(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };
@@ -503,6 +515,7 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     index: u32,
     gid_type: *mut u32,
 ) -> c_int {
+    crate::ffi::called("ibv_query_gid_type");
     guard_minus1(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };
@@ -528,6 +541,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
     index: c_int,
     pkey: *mut u16,
 ) -> c_int {
+    crate::ffi::called("ibv_query_pkey");
     guard_minus1(|| {
         // SAFETY: the caller's contract.
         unsafe { Context::from_raw(context)? };
@@ -551,6 +565,7 @@ pub unsafe extern "C" fn ibv_get_pkey_index(
     port_num: u8,
     pkey: u16,
 ) -> c_int {
+    crate::ffi::called("ibv_get_pkey_index");
     // SAFETY: the caller's contract.
     let ok = unsafe { Context::from_raw(context) }.is_ok();
     if ok && port_num == 1 && u16::from_be(pkey) == 0xffff {
@@ -574,6 +589,7 @@ pub unsafe extern "C" fn ibv_read_sysfs_file(
     buf: *mut c_char,
     size: usize,
 ) -> c_int {
+    crate::ffi::called("ibv_read_sysfs_file");
     let r = std::panic::catch_unwind(|| {
         if dir.is_null() || file.is_null() || buf.is_null() || size == 0 {
             return -1;
@@ -601,5 +617,6 @@ pub unsafe extern "C" fn ibv_read_sysfs_file(
 /// `ibv_get_sysfs_path`.
 #[no_mangle]
 pub extern "C" fn ibv_get_sysfs_path() -> *const c_char {
+    crate::ffi::called("ibv_get_sysfs_path");
     c"/sys".as_ptr()
 }

@@ -89,3 +89,54 @@ pub const SUPPORTED_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_SEND
     | IBV_QP_EX_WITH_SEND_WITH_IMM
     | IBV_QP_EX_WITH_RDMA_READ;
+
+/// `HIPOBJ_SOFT_VERBS_CALLS`: a file to which, at exit, the process appends
+/// every entry of this library it called, with how many times (one
+/// `name count` line each, then a blank line): which verbs a program uses,
+/// inline ones included (`ibv_context_ops.post_send`, ...).
+pub const ENV_CALLS: &str = "HIPOBJ_SOFT_VERBS_CALLS";
+
+static CALLS_FILE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+static CALLS: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Counts a call of `name` when [`ENV_CALLS`] is set (one atomic load
+/// otherwise).
+pub fn called(name: &'static str) {
+    let file = CALLS_FILE.get_or_init(|| {
+        let f = std::env::var_os(ENV_CALLS).map(std::path::PathBuf::from);
+        if f.is_some() {
+            // SAFETY: registers a function with no preconditions, which
+            // lives as long as the library (glibc runs it before this
+            // library is unloaded).
+            unsafe { libc::atexit(write_calls) };
+        }
+        f
+    });
+    if file.is_some() {
+        let mut c = CALLS.lock().unwrap_or_else(|p| p.into_inner());
+        *c.entry(name).or_insert(0) += 1;
+    }
+}
+
+extern "C" fn write_calls() {
+    let _ = catch_unwind(|| {
+        use std::io::Write;
+        let Some(Some(path)) = CALLS_FILE.get() else {
+            return;
+        };
+        let calls = CALLS.lock().unwrap_or_else(|p| p.into_inner());
+        let mut text = String::new();
+        for (name, n) in calls.iter() {
+            text.push_str(&format!("{name} {n}\n"));
+        }
+        text.push('\n');
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = f.write_all(text.as_bytes());
+        }
+    });
+}

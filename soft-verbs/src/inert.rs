@@ -22,6 +22,7 @@ macro_rules! errno_fns {
         #[doc = concat!("`", stringify!($name), "`: `EOPNOTSUPP`.")]
         #[no_mangle]
         pub extern "C" fn $name() -> c_int {
+            crate::ffi::called(stringify!($name));
             libc::EOPNOTSUPP
         }
     )*};
@@ -33,6 +34,7 @@ macro_rules! null_fns {
         #[doc = concat!("`", stringify!($name), "`: NULL, `EOPNOTSUPP`.")]
         #[no_mangle]
         pub extern "C" fn $name() -> *mut c_void {
+            crate::ffi::called(stringify!($name));
             guard_ptr(|| Err(libc::EOPNOTSUPP))
         }
     )*};
@@ -43,7 +45,9 @@ macro_rules! void_fns {
     ($($name:ident,)*) => {$(
         #[doc = concat!("`", stringify!($name), "`: nothing to do.")]
         #[no_mangle]
-        pub extern "C" fn $name() {}
+        pub extern "C" fn $name() {
+            crate::ffi::called(stringify!($name));
+        }
     )*};
 }
 
@@ -152,42 +156,49 @@ void_fns! {
 /// `__ioctl_final_num_attrs`: the count it is given.
 #[no_mangle]
 pub extern "C" fn __ioctl_final_num_attrs(num_attrs: c_uint, _link: *mut c_void) -> c_uint {
+    crate::ffi::called("__ioctl_final_num_attrs");
     num_attrs
 }
 
 /// `verbs_allow_disassociate_destroy`: false.
 #[no_mangle]
 pub extern "C" fn verbs_allow_disassociate_destroy(_fw_ret: c_int) -> bool {
+    crate::ffi::called("verbs_allow_disassociate_destroy");
     false
 }
 
 /// `ibv_read_ibdev_sysfs_file`: -1 (a soft device has no sysfs directory).
 #[no_mangle]
 pub extern "C" fn ibv_read_ibdev_sysfs_file() -> c_int {
+    crate::ffi::called("ibv_read_ibdev_sysfs_file");
     -1
 }
 
 /// `ibv_fork_init`: 0 (the soft provider pins nothing, so fork is safe).
 #[no_mangle]
 pub extern "C" fn ibv_fork_init() -> c_int {
+    crate::ffi::called("ibv_fork_init");
     0
 }
 
 /// `ibv_is_fork_initialized`: `IBV_FORK_UNNEEDED` (2).
 #[no_mangle]
 pub extern "C" fn ibv_is_fork_initialized() -> c_int {
+    crate::ffi::called("ibv_is_fork_initialized");
     2
 }
 
 /// `ibv_dontfork_range`: 0.
 #[no_mangle]
 pub extern "C" fn ibv_dontfork_range(_base: *mut c_void, _size: usize) -> c_int {
+    crate::ffi::called("ibv_dontfork_range");
     0
 }
 
 /// `ibv_dofork_range`: 0.
 #[no_mangle]
 pub extern "C" fn ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
+    crate::ffi::called("ibv_dofork_range");
     0
 }
 
@@ -202,6 +213,7 @@ pub unsafe extern "C" fn post_srq_recv(
     _wr: *mut c_void,
     _bad_wr: *mut *mut c_void,
 ) -> c_int {
+    crate::ffi::called("ibv_context_ops.post_srq_recv");
     libc::EOPNOTSUPP
 }
 
@@ -218,6 +230,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
     context: *mut ibv_context,
     _event: *mut c_void,
 ) -> c_int {
+    crate::ffi::called("ibv_get_async_event");
     guard_minus1(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };

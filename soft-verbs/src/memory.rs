@@ -28,6 +28,7 @@ pub unsafe fn pd_of<'a>(pd: *mut ibv_pd) -> Result<&'a Pd, c_int> {
 /// `context` is an open context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
+    crate::ffi::called("ibv_alloc_pd");
     guard_ptr(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };
@@ -50,6 +51,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
 /// `pd` is a live PD of this library, deallocated once.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
+    crate::ffi::called("ibv_dealloc_pd");
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let p = unsafe { pd_of(pd)? };
@@ -113,6 +115,7 @@ pub unsafe extern "C" fn ibv_reg_mr(
     length: usize,
     access: c_int,
 ) -> *mut ibv_mr {
+    crate::ffi::called("ibv_reg_mr");
     guard_ptr(|| register(pd, addr, length, addr as u64, access as c_uint))
 }
 
@@ -129,6 +132,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     iova: u64,
     access: c_int,
 ) -> *mut ibv_mr {
+    crate::ffi::called("ibv_reg_mr_iova");
     guard_ptr(|| register(pd, addr, length, iova, access as c_uint))
 }
 
@@ -146,6 +150,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     iova: u64,
     access: c_uint,
 ) -> *mut ibv_mr {
+    crate::ffi::called("ibv_reg_mr_iova2");
     guard_ptr(|| register(pd, addr, length, iova, access))
 }
 
@@ -159,6 +164,7 @@ pub extern "C" fn ibv_reg_dmabuf_mr(
     _fd: c_int,
     _access: c_int,
 ) -> *mut ibv_mr {
+    crate::ffi::called("ibv_reg_dmabuf_mr");
     guard_ptr(|| Err(libc::EOPNOTSUPP))
 }
 
@@ -169,6 +175,7 @@ pub extern "C" fn ibv_reg_dmabuf_mr(
 /// `mr` is a live region of this library, deregistered once.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
+    crate::ffi::called("ibv_dereg_mr");
     guard_errno(|| {
         if mr.is_null() {
             return Err(libc::EINVAL);
@@ -195,6 +202,7 @@ pub extern "C" fn ibv_rereg_mr(
     _length: usize,
     _access: c_int,
 ) -> c_int {
+    crate::ffi::called("ibv_rereg_mr");
     crate::ffi::set_errno(libc::EOPNOTSUPP);
     -4
 }

@@ -32,6 +32,7 @@ macro_rules! any_fn {
 /// `device` is a device of the list `ibv_get_device_list` returned.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+    crate::ffi::called("ibv_open_device");
     guard_ptr(|| {
         let rec = device_rec_of(device)?;
         let soft = devices()?.provider.open_ip(rec.ip);
@@ -94,6 +95,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 /// `context` is an open context, closed once, its objects destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
+    crate::ffi::called("ibv_close_device");
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let ctx = unsafe { Context::from_raw(context)? };

@@ -146,6 +146,7 @@ pub unsafe extern "C" fn post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
+    crate::ffi::called("ibv_context_ops.post_send");
     let mut failed = wr;
     let rc = guard_errno(|| {
         // SAFETY: the caller's contract.
@@ -178,6 +179,7 @@ pub unsafe extern "C" fn post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
+    crate::ffi::called("ibv_context_ops.post_recv");
     let mut failed = wr;
     let rc = guard_errno(|| {
         // SAFETY: the caller's contract.
@@ -216,6 +218,7 @@ pub unsafe extern "C" fn ibv_post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
+    crate::ffi::called("ibv_post_send");
     // SAFETY: same contract.
     unsafe { post_send(qp, wr, bad_wr) }
 }
@@ -231,6 +234,7 @@ pub unsafe extern "C" fn ibv_post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
+    crate::ffi::called("ibv_post_recv");
     // SAFETY: same contract.
     unsafe { post_recv(qp, wr, bad_wr) }
 }

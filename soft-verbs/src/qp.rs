@@ -130,6 +130,7 @@ pub unsafe extern "C" fn ibv_create_qp(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> *mut ibv_qp {
+    crate::ffi::called("ibv_create_qp");
     guard_ptr(|| {
         if qp_init_attr.is_null() {
             return Err(libc::EINVAL);
@@ -160,6 +161,7 @@ pub unsafe extern "C" fn create_qp_ex(
     context: *mut ibv_context,
     attr: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
+    crate::ffi::called("verbs_context.create_qp_ex");
     guard_ptr(|| {
         if attr.is_null() {
             return Err(libc::EINVAL);
@@ -207,6 +209,7 @@ pub unsafe extern "C" fn create_qp_ex(
 /// `qp` is a live QP of this library.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
+    crate::ffi::called("ibv_qp_to_qp_ex");
     // SAFETY: the caller's contract.
     match unsafe { Qp::from_raw(qp) } {
         Ok(q) if q.comp_mask & VERBS_QP_EX != 0 => qp.cast::<ibv_qp_ex>(),
@@ -226,6 +229,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr: *mut ibv_qp_attr,
     attr_mask: c_int,
 ) -> c_int {
+    crate::ffi::called("ibv_modify_qp");
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let q = unsafe { Qp::from_raw(qp)? };
@@ -257,6 +261,7 @@ pub unsafe extern "C" fn ibv_query_qp(
     _attr_mask: c_int,
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
+    crate::ffi::called("ibv_query_qp");
     guard_errno(|| {
         // SAFETY: the caller's contract.
         let q = unsafe { Qp::from_raw(qp)? };
@@ -292,6 +297,7 @@ pub unsafe extern "C" fn ibv_query_qp(
 /// `qp` is a live QP of this library, destroyed once.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
+    crate::ffi::called("ibv_destroy_qp");
     guard_errno(|| {
         if qp.is_null() {
             return Err(libc::EINVAL);
@@ -315,5 +321,6 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
 /// claimed beyond the verbs').
 #[no_mangle]
 pub extern "C" fn ibv_query_qp_data_in_order(_qp: *mut ibv_qp, _op: u32, _flags: u32) -> c_int {
+    crate::ffi::called("ibv_query_qp_data_in_order");
     0
 }

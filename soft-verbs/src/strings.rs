@@ -11,6 +11,7 @@ fn cstr(s: &'static CStr) -> *const c_char {
 /// `ibv_wc_status_str`.
 #[no_mangle]
 pub extern "C" fn ibv_wc_status_str(status: u32) -> *const c_char {
+    crate::ffi::called("ibv_wc_status_str");
     // The texts are WcStatus::as_str's, NUL-terminated once, here.
     static TEXTS: std::sync::OnceLock<Vec<std::ffi::CString>> = std::sync::OnceLock::new();
     let texts = TEXTS.get_or_init(|| {
@@ -27,6 +28,7 @@ pub extern "C" fn ibv_wc_status_str(status: u32) -> *const c_char {
 /// `ibv_node_type_str`.
 #[no_mangle]
 pub extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
+    crate::ffi::called("ibv_node_type_str");
     cstr(match node_type {
         1 => c"InfiniBand channel adapter",
         2 => c"InfiniBand switch",
@@ -42,6 +44,7 @@ pub extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
 /// `ibv_port_state_str`.
 #[no_mangle]
 pub extern "C" fn ibv_port_state_str(state: u32) -> *const c_char {
+    crate::ffi::called("ibv_port_state_str");
     cstr(match state {
         0 => c"PORT_NOP",
         1 => c"PORT_DOWN",
@@ -56,6 +59,7 @@ pub extern "C" fn ibv_port_state_str(state: u32) -> *const c_char {
 /// `ibv_event_type_str`.
 #[no_mangle]
 pub extern "C" fn ibv_event_type_str(event: u32) -> *const c_char {
+    crate::ffi::called("ibv_event_type_str");
     const NAMES: [&CStr; 22] = [
         c"CQ error",
         c"local work queue catastrophic error",
@@ -114,6 +118,7 @@ const RATES: [(c_int, c_int, c_int); 21] = [
 /// `ibv_rate_to_mult`: -1 for a rate that is no multiple of 2.5 Gb/s.
 #[no_mangle]
 pub extern "C" fn ibv_rate_to_mult(rate: c_int) -> c_int {
+    crate::ffi::called("ibv_rate_to_mult");
     RATES
         .iter()
         .find(|r| r.0 == rate && r.1 != 0)
@@ -123,6 +128,7 @@ pub extern "C" fn ibv_rate_to_mult(rate: c_int) -> c_int {
 /// `mult_to_ibv_rate`: `IBV_RATE_MAX` (0) when none matches.
 #[no_mangle]
 pub extern "C" fn mult_to_ibv_rate(mult: c_int) -> c_int {
+    crate::ffi::called("mult_to_ibv_rate");
     RATES
         .iter()
         .find(|r| r.1 == mult && r.1 != 0)
@@ -132,12 +138,14 @@ pub extern "C" fn mult_to_ibv_rate(mult: c_int) -> c_int {
 /// `ibv_rate_to_mbps`: -1 for an unknown rate.
 #[no_mangle]
 pub extern "C" fn ibv_rate_to_mbps(rate: c_int) -> c_int {
+    crate::ffi::called("ibv_rate_to_mbps");
     RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.2)
 }
 
 /// `mbps_to_ibv_rate`: `IBV_RATE_MAX` (0) when none matches.
 #[no_mangle]
 pub extern "C" fn mbps_to_ibv_rate(mbps: c_int) -> c_int {
+    crate::ffi::called("mbps_to_ibv_rate");
     RATES.iter().find(|r| r.2 == mbps).map_or(0, |r| r.0)
 }
 

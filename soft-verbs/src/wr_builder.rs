@@ -106,6 +106,7 @@ fn unsupported(qpx: *mut ibv_qp_ex) {
 }
 
 unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
+    crate::ffi::called("ibv_qp_ex.wr_start");
     with_builder(qpx, |_, b| {
         *b = Builder {
             open: true,
@@ -115,10 +116,12 @@ unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
 }
 
 unsafe extern "C" fn wr_abort(qpx: *mut ibv_qp_ex) {
+    crate::ffi::called("ibv_qp_ex.wr_abort");
     with_builder(qpx, |_, b| *b = Builder::default());
 }
 
 unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
+    crate::ffi::called("ibv_qp_ex.wr_complete");
     let mut rc = libc::EIO;
     with_builder(qpx, |q, b| {
         let built = std::mem::take(b);
@@ -148,6 +151,7 @@ fn post_all(q: &Qp, wrs: Vec<PendingWr>) -> Result<(), c_int> {
 }
 
 unsafe extern "C" fn wr_rdma_write(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    crate::ffi::called("ibv_qp_ex.wr_rdma_write");
     let r = RemoteAddr {
         addr: remote_addr,
         rkey,
@@ -161,6 +165,7 @@ unsafe extern "C" fn wr_rdma_write_imm(
     remote_addr: u64,
     imm_be: u32,
 ) {
+    crate::ffi::called("ibv_qp_ex.wr_rdma_write_imm");
     let r = RemoteAddr {
         addr: remote_addr,
         rkey,
@@ -173,6 +178,7 @@ unsafe extern "C" fn wr_rdma_write_imm(
 }
 
 unsafe extern "C" fn wr_rdma_read(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    crate::ffi::called("ibv_qp_ex.wr_rdma_read");
     let r = RemoteAddr {
         addr: remote_addr,
         rkey,
@@ -181,10 +187,12 @@ unsafe extern "C" fn wr_rdma_read(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u
 }
 
 unsafe extern "C" fn wr_send(qpx: *mut ibv_qp_ex) {
+    crate::ffi::called("ibv_qp_ex.wr_send");
     start_op(qpx, IBV_QP_EX_WITH_SEND, SendOp::Send);
 }
 
 unsafe extern "C" fn wr_send_imm(qpx: *mut ibv_qp_ex, imm_be: u32) {
+    crate::ffi::called("ibv_qp_ex.wr_send_imm");
     start_op(
         qpx,
         IBV_QP_EX_WITH_SEND_WITH_IMM,
@@ -193,10 +201,12 @@ unsafe extern "C" fn wr_send_imm(qpx: *mut ibv_qp_ex, imm_be: u32) {
 }
 
 unsafe extern "C" fn wr_set_sge(qpx: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
+    crate::ffi::called("ibv_qp_ex.wr_set_sge");
     set_sges(qpx, vec![Sge { addr, length, lkey }]);
 }
 
 unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge) {
+    crate::ffi::called("ibv_qp_ex.wr_set_sge_list");
     let list: Vec<Sge> = if num_sge == 0 || sg_list.is_null() {
         Vec::new()
     } else {
@@ -237,6 +247,7 @@ fn set_inline(qpx: *mut ibv_qp_ex, bufs: &[(*const u8, usize)]) {
 }
 
 unsafe extern "C" fn wr_set_inline_data(qpx: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
+    crate::ffi::called("ibv_qp_ex.wr_set_inline_data");
     set_inline(qpx, &[(addr.cast_const().cast::<u8>(), length)]);
 }
 
@@ -245,6 +256,7 @@ unsafe extern "C" fn wr_set_inline_data_list(
     num_buf: usize,
     buf_list: *const IbvDataBuf,
 ) {
+    crate::ffi::called("ibv_qp_ex.wr_set_inline_data_list");
     let bufs: Vec<(*const u8, usize)> = if num_buf == 0 || buf_list.is_null() {
         Vec::new()
     } else {
@@ -264,9 +276,11 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
     _cmp: u64,
     _swap: u64,
 ) {
+    crate::ffi::called("ibv_qp_ex.wr_atomic_cmp_swp");
     unsupported(qpx);
 }
 unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut ibv_qp_ex, _rkey: u32, _addr: u64, _add: u64) {
+    crate::ffi::called("ibv_qp_ex.wr_atomic_fetch_add");
     unsupported(qpx);
 }
 unsafe extern "C" fn wr_bind_mw(
@@ -275,15 +289,19 @@ unsafe extern "C" fn wr_bind_mw(
     _rkey: u32,
     _info: *const c_void,
 ) {
+    crate::ffi::called("ibv_qp_ex.wr_bind_mw");
     unsupported(qpx);
 }
 unsafe extern "C" fn wr_rkey_only(qpx: *mut ibv_qp_ex, _rkey: u32) {
+    crate::ffi::called("ibv_qp_ex.wr_rkey_only");
     unsupported(qpx);
 }
 unsafe extern "C" fn wr_send_tso(qpx: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
+    crate::ffi::called("ibv_qp_ex.wr_send_tso");
     unsupported(qpx);
 }
 unsafe extern "C" fn wr_set_ud_addr(qpx: *mut ibv_qp_ex, _ah: *mut c_void, _qpn: u32, _qkey: u32) {
+    crate::ffi::called("ibv_qp_ex.wr_set_ud_addr");
     unsupported(qpx);
 }
 unsafe extern "C" fn wr_atomic_write(
@@ -292,6 +310,7 @@ unsafe extern "C" fn wr_atomic_write(
     _addr: u64,
     _wr: *const c_void,
 ) {
+    crate::ffi::called("ibv_qp_ex.wr_atomic_write");
     unsupported(qpx);
 }
 

@@ -245,3 +245,27 @@ fn ib_read_lat_4k() {
 fn ib_send_lat_8b_inline() {
     perftest("ib_send_lat", &["-n", "500"], "8");
 }
+
+/// `HIPOBJ_SOFT_VERBS_CALLS` makes a program append, at exit, each entry
+/// it called and how often: inline entries (the context's tables) too.
+#[test]
+fn a_program_records_the_verbs_it_called() {
+    let dir = std::env::temp_dir().join(format!("soft-verbs-calls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("calls");
+    let o = program("ibv_devinfo", "ibverbs-utils")
+        .env("HIPOBJ_SOFT_VERBS_CALLS", &file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let calls = std::fs::read_to_string(&file).unwrap();
+    for want in [
+        "ibv_get_device_list 1\n",
+        "ibv_open_device 1\n",
+        "verbs_context.query_port 1\n",
+        "ibv_close_device 1\n",
+    ] {
+        assert!(calls.contains(want), "missing {want:?} in:\n{calls}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
