@@ -262,10 +262,11 @@ HIPOBJ_API hipObjError_t hipObjPutRdmaToken(char* token);
 
 /*
  * The HTTP status of an x-amz-rdma-reply value of replyLen bytes: ok and
- * 200:<token> are 200, a three-digit status (100 to 599) is itself, err is
- * 500. Trailing NUL, CR and LF are ignored. hipObjInvalidValue for any
- * other value, over 512 bytes, or a NULL argument. Needs no
- * initialization.
+ * 200:<token> are 200, 204:<token> and 206:<token> are 204 and 206, a
+ * three-digit status (100 to 599) is itself, 501 followed by anything is
+ * 501 (a decline), err is -1 (as hipObject's library). Trailing NUL, CR and
+ * LF are ignored. hipObjInvalidValue for any other value, over 512 bytes,
+ * or a NULL argument. Needs no initialization.
  */
 HIPOBJ_API hipObjError_t hipObjParseRdmaReply(const char* reply,
                                               size_t replyLen, int* httpCode);
@@ -273,9 +274,9 @@ HIPOBJ_API hipObjError_t hipObjParseRdmaReply(const char* reply,
 /*
  * Writes the IPv4 address of the NIC a token names (its GID, when
  * IPv4-mapped) as a dotted quad into nicIp, or an empty string for
- * another GID. nicIpLen must be at least 16. hipObjInvalidValue for a
- * malformed token, a NULL argument or a smaller buffer. Needs no
- * initialization.
+ * another GID. nicIpLen must hold the address and its NUL (16 holds any).
+ * hipObjInvalidValue for a malformed token, a NULL argument or a buffer
+ * too small for this address. Needs no initialization.
  */
 HIPOBJ_API hipObjError_t hipObjTokenClientNic(const char* token, char* nicIp,
                                               size_t nicIpLen);

@@ -110,7 +110,7 @@ pub fn complete_handshake(reply: &[u8]) -> Result<()> {
 }
 
 /// `hipObjParseRdmaReply` (needs no instance).
-pub fn parse_rdma_reply(reply: &[u8]) -> Result<u16> {
+pub fn parse_rdma_reply(reply: &[u8]) -> Result<i32> {
     transfer::parse_reply(reply)
 }
 

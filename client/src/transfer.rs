@@ -176,7 +176,7 @@ pub(crate) fn connect_from_reply(
     reply: &Reply,
 ) -> Result<()> {
     match reply {
-        Reply::Peer(t) if t.transport == Transport::Rc => {
+        Reply::Peer(t) | Reply::PeerStatus(_, t) if t.transport == Transport::Rc => {
             conn.connect(&inst.device, RcPeer { qp_num: t.qp_num, gid: t.gid, lid: t.lid })
         }
         r if r.is_declined() => Err(Error::s3("the server declined RDMA (501)", Some(r.format()))),
@@ -520,16 +520,12 @@ pub(crate) fn complete_handshake(inst: &Instance, reply: &[u8]) -> Result<()> {
     connect_from_reply(inst, &mut conn, &parsed)
 }
 
-/// `hipObjParseRdmaReply`: the HTTP status of a valid reply.
-pub(crate) fn parse_reply(reply: &[u8]) -> Result<u16> {
+/// `hipObjParseRdmaReply`: the HTTP status of a valid reply; `err`, a
+/// failure with no status of its own, is -1 as in hipObject's library.
+pub(crate) fn parse_reply(reply: &[u8]) -> Result<i32> {
     let r = Reply::parse(reply)
         .map_err(|e| Error::invalid(format!("invalid x-amz-rdma-reply: {e}")))?;
-    match r {
-        Reply::Ok | Reply::Peer(_) => Ok(200),
-        Reply::Status(s) => Ok(s),
-        // hipObject treats `err` as a failure with no status of its own.
-        Reply::Err => Ok(500),
-    }
+    Ok(r.status().map_or(-1, i32::from))
 }
 
 /// `hipObjTokenClientNic`: the dotted quad of an IPv4-mapped GID, or an

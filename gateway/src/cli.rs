@@ -58,6 +58,11 @@ pub struct CommonArgs {
     /// `verbs` (libibverbs for every name: a NIC, rxe, or soft-verbs).
     #[arg(long, env = "HIPOBJ_PROVIDER", value_enum, default_value = "auto")]
     pub rdma_provider: crate::config::RdmaProvider,
+    /// A second header name clients may send the token under (e.g.
+    /// x-rdma-info, as Dell ObjectScale's clients do). It must be signed; a
+    /// request carrying both names is refused.
+    #[arg(long, env = "HIPOBJ_RDMA_TOKEN_ALIAS", value_parser = token_alias, value_name = "HEADER")]
+    pub rdma_token_alias: Option<String>,
     /// Bytes per staging buffer, in MiB (one RDMA WRITE or READ each).
     #[arg(long, env = "HIPOBJ_CHUNK_MIB", default_value_t = 8)]
     pub chunk_mib: usize,
@@ -295,6 +300,18 @@ pub fn device_list(s: &str) -> Result<String, String> {
     crate::config::Devices::parse(Some(s)).map(|_| s.trim().to_string())
 }
 
+/// A token header alias: a valid header name (lowercased), not one of the
+/// protocol's own.
+pub fn token_alias(s: &str) -> Result<String, String> {
+    let name = s.trim().to_ascii_lowercase();
+    http::HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("{s:?} is not an HTTP header name"))?;
+    if name.starts_with("x-amz-rdma-") || name == "authorization" || name == "host" {
+        return Err(format!("{name} cannot be the token's second name"));
+    }
+    Ok(name)
+}
+
 /// A DC key: `cuobject` (cuObject's public 0xffeeddcc), `0x` and hex
 /// digits, or decimal.
 pub fn dc_key(s: &str) -> Result<u64, String> {
@@ -419,6 +436,7 @@ impl CommonArgs {
         RdmaConfig {
             device: self.rdma_device.clone(),
             provider: self.rdma_provider,
+            token_alias: self.rdma_token_alias.clone(),
             chunk_size: self.chunk_mib.clamp(1, 1024) << 20,
             buffers: self.staging_buffers.max(1),
             depth: self.transfer_depth,
@@ -626,6 +644,7 @@ mod tests {
             RdmaConfig {
                 device: Some("soft0".into()),
                 provider: crate::config::RdmaProvider::Auto,
+                token_alias: None,
                 chunk_size: 2 << 20,
                 buffers: 16,
                 depth: 8,

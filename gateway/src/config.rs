@@ -156,6 +156,11 @@ pub struct RdmaConfig {
     pub device: Option<String>,
     /// Which provider opens the devices.
     pub provider: RdmaProvider,
+    /// A second request header name the token may come under (lowercase,
+    /// e.g. `x-rdma-info`, which Dell ObjectScale's clients send); it must
+    /// be signed, and a request may not carry both. `None`: only
+    /// `x-amz-rdma-token`.
+    pub token_alias: Option<String>,
     /// Bytes per staging buffer (one RDMA WRITE or READ each).
     pub chunk_size: usize,
     /// Staging buffers in all (chunk_size × buffers is the engine's RDMA
@@ -242,6 +247,7 @@ impl Default for RdmaConfig {
         RdmaConfig {
             device: None,
             provider: RdmaProvider::Auto,
+            token_alias: None,
             chunk_size: 8 << 20,
             buffers: 32,
             depth: 4,

@@ -84,6 +84,7 @@ impl Engine {
             auth: AuthSettings {
                 region: cfg.region.clone(),
                 max_skew: cfg.max_skew,
+                token_alias: cfg.rdma.token_alias.clone(),
             },
             upstream,
             rdma,
@@ -206,6 +207,15 @@ impl Engine {
         };
         if let Some(u) = path_style {
             parts.uri = u;
+        }
+        // A token under its second name is moved to the standard one, once
+        // the signature is known to cover it.
+        if let Some(alias) = self.auth.token_alias.as_deref() {
+            if let Err(e) = crate::rdma::token_alias::normalize(&mut parts, &verified, alias) {
+                crate::metrics::auth_failure(e.code());
+                tracing::info!(method = %parts.method, path = parts.uri.path(), code = e.code(), alias, "token alias refused");
+                return e.into_response(&request_id);
+            }
         }
         // What the tenant may reach, before anything reaches the store.
         let Some(policy) = creds.policy(&verified.access_key).cloned() else {

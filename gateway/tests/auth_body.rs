@@ -35,6 +35,7 @@ fn settings() -> AuthSettings {
     AuthSettings {
         region: "us-east-1".into(),
         max_skew: Duration::from_secs(900),
+        ..AuthSettings::default()
     }
 }
 

@@ -44,6 +44,7 @@ fn settings() -> AuthSettings {
     AuthSettings {
         region: "us-east-1".into(),
         max_skew: Duration::from_secs(15 * 60),
+        ..AuthSettings::default()
     }
 }
 

@@ -27,6 +27,7 @@ mod s3_edges;
 mod server_shutdown;
 mod sigv2;
 mod store_direct;
+mod token_alias;
 mod upstream_common;
 mod upstream_embedded;
 mod upstream_failover;

@@ -41,6 +41,9 @@ pub struct RdmaOps<'a> {
     pub last: Option<Answer>,
     /// Requests sent.
     pub requests: usize,
+    /// The header the token goes in (`x-amz-rdma-token`, or a server's
+    /// second name for it).
+    pub token_header: String,
 }
 
 impl<'a> RdmaOps<'a> {
@@ -53,7 +56,14 @@ impl<'a> RdmaOps<'a> {
             headers: Vec::new(),
             last: None,
             requests: 0,
+            token_header: RDMA_TOKEN.to_string(),
         }
+    }
+
+    /// With the token sent under `name` instead of `x-amz-rdma-token`.
+    pub fn with_token_header(mut self, name: &str) -> RdmaOps<'a> {
+        self.token_header = name.to_string();
+        self
     }
 
     /// With one more header in each request.
@@ -78,7 +88,7 @@ impl S3Ops for RdmaOps<'_> {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        h.push((RDMA_TOKEN, token));
+        h.push((self.token_header.as_str(), token));
         self.last = Some(
             self.s3
                 .send(self.method.clone(), &self.path, &h, Vec::new(), true),

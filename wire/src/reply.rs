@@ -6,11 +6,18 @@
 //! - `ok` (deprecated, means 200) or `err` (deprecated, a failure);
 //! - three ASCII digits from 100 to 599: no sign, no spaces, no extra
 //!   leading zero;
-//! - `200:` followed by an 88-hex hipObject token, the server's RC queue
-//!   pair: the only form that carries a token.
+//! - `200:`, `204:` or `206:` followed by an 88-hex hipObject token, the
+//!   server's RC queue pair (the three successes; hipObject's own handshake
+//!   answers `200:`, and its library accepts the other two);
+//! - `501` followed by anything: a decline, as hipObject's library reads
+//!   it (it compares the first three characters only). Declining is the
+//!   safe answer (the client falls back to plain HTTP), so this is the one
+//!   place where the grammar is as loose as the real library's.
 //!
 //! hipObject reads the value into a 512-byte buffer, so longer values are
-//! rejected before anything else.
+//! rejected before anything else. Where the real library is looser still
+//! (a status followed by other bytes, signs, leading zeros, an embedded
+//! NUL), this parser refuses: docs/protocol.md says why for each.
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,8 +29,11 @@ use crate::token::{Token, TokenError};
 /// The longest reply accepted, in bytes, before stripping.
 pub const REPLY_MAX_LEN: usize = 512;
 
-/// The prefix of the one form that carries a token.
+/// The prefix of the usual form that carries a token.
 const PEER_PREFIX: &str = "200:";
+
+/// The status whose reply is a decline whatever follows it.
+const DECLINE_PREFIX: &[u8] = b"501";
 
 /// Characters of an unrecognized reply quoted in an error message.
 const QUOTE_MAX: usize = 16;
@@ -40,6 +50,10 @@ pub enum Reply {
     Err,
     /// `200:<token>`: success, naming the server's RC queue pair.
     Peer(Token),
+    /// `204:<token>` or `206:<token>`: success with that status, naming
+    /// the server's RC queue pair (hipObject's library accepts them; no
+    /// server of this project sends them).
+    PeerStatus(u16, Token),
 }
 
 /// Why a reply was rejected.
@@ -66,17 +80,19 @@ pub enum ReplyError {
         /// The status found.
         status: u16,
     },
-    /// A `:` after something other than `200`.
-    #[error("reply prefix {prefix:?} cannot carry a token: only \"200:\" does")]
+    /// A `:` after something other than `200`, `204` or `206`.
+    #[error(
+        "reply prefix {prefix:?} cannot carry a token: only \"200:\", \"204:\" and \"206:\" do"
+    )]
     TokenPrefix {
         /// What came before the first `:` (at most 16 characters).
         prefix: String,
     },
-    /// `200:` followed by an invalid token.
-    #[error("reply 200: carries an invalid token: {0}")]
+    /// `200:`, `204:` or `206:` followed by an invalid token.
+    #[error("reply carries an invalid token: {0}")]
     Peer(TokenError),
     /// None of the forms.
-    #[error("reply {value:?} is not ok, err, a three-digit status from 100 to 599, or 200:<88-hex token>")]
+    #[error("reply {value:?} is not ok, err, a three-digit status from 100 to 599, 501 and anything, or 200:, 204: or 206: and an 88-hex token")]
     Unrecognized {
         /// The value, cut to at most 16 characters.
         value: String,
@@ -122,6 +138,9 @@ impl Reply {
         if bytes.is_empty() {
             return Err(ReplyError::Empty);
         }
+        if bytes.starts_with(DECLINE_PREFIX) {
+            return Ok(Reply::Status(501));
+        }
         let s = std::str::from_utf8(bytes).map_err(|e| ReplyError::NotUtf8 {
             position: e.valid_up_to(),
         })?;
@@ -130,10 +149,24 @@ impl Reply {
             "err" => return Ok(Reply::Err),
             _ => {}
         }
-        if let Some(token) = s.strip_prefix(PEER_PREFIX) {
-            return Token::decode(token)
-                .map(Reply::Peer)
-                .map_err(ReplyError::Peer);
+        if let Some((prefix, token)) = s.split_once(':') {
+            let status = match prefix {
+                "200" => Some(200),
+                "204" => Some(204),
+                "206" => Some(206),
+                _ => None,
+            };
+            return match status {
+                Some(200) => Token::decode(token)
+                    .map(Reply::Peer)
+                    .map_err(ReplyError::Peer),
+                Some(st) => Token::decode(token)
+                    .map(|t| Reply::PeerStatus(st, t))
+                    .map_err(ReplyError::Peer),
+                None => Err(ReplyError::TokenPrefix {
+                    prefix: quote(prefix),
+                }),
+            };
         }
         if let [a, b, c] = *s.as_bytes() {
             if a.is_ascii_digit() && b.is_ascii_digit() && c.is_ascii_digit() {
@@ -145,11 +178,6 @@ impl Reply {
                 return Ok(Reply::Status(status));
             }
         }
-        if let Some((prefix, _)) = s.split_once(':') {
-            return Err(ReplyError::TokenPrefix {
-                prefix: quote(prefix),
-            });
-        }
         Err(ReplyError::Unrecognized { value: quote(s) })
     }
 
@@ -159,6 +187,7 @@ impl Reply {
         match self {
             Reply::Status(s) => Some(*s),
             Reply::Ok | Reply::Peer(_) => Some(200),
+            Reply::PeerStatus(st, _) => Some(*st),
             Reply::Err => None,
         }
     }
@@ -167,7 +196,7 @@ impl Reply {
     pub fn is_success(&self) -> bool {
         matches!(
             self,
-            Reply::Status(200 | 204 | 206) | Reply::Ok | Reply::Peer(_)
+            Reply::Status(200 | 204 | 206) | Reply::Ok | Reply::Peer(_) | Reply::PeerStatus(..)
         )
     }
 
@@ -176,15 +205,15 @@ impl Reply {
         matches!(self, Reply::Status(501))
     }
 
-    /// The peer token of a `200:<token>` reply.
+    /// The peer token of a `200:`, `204:` or `206:` + token reply.
     pub fn peer_token(&self) -> Option<&Token> {
         match self {
-            Reply::Peer(t) => Some(t),
+            Reply::Peer(t) | Reply::PeerStatus(_, t) => Some(t),
             _ => None,
         }
     }
 
-    /// The header value: `ok`, `err`, three digits, or `200:` + token.
+    /// The header value: `ok`, `err`, three digits, or a status, `:` and a token.
     pub fn format(&self) -> String {
         self.to_string()
     }
@@ -197,6 +226,7 @@ impl fmt::Display for Reply {
             Reply::Ok => f.write_str("ok"),
             Reply::Err => f.write_str("err"),
             Reply::Peer(t) => write!(f, "{PEER_PREFIX}{t}"),
+            Reply::PeerStatus(st, t) => write!(f, "{st:03}:{t}"),
         }
     }
 }

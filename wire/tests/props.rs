@@ -66,6 +66,8 @@ fn reply() -> impl Strategy<Value = Reply> {
         Just(Reply::Ok),
         Just(Reply::Err),
         token().prop_map(Reply::Peer),
+        (prop_oneof![Just(204u16), Just(206u16)], token())
+            .prop_map(|(s, t)| Reply::PeerStatus(s, t)),
     ]
 }
 

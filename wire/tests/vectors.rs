@@ -468,9 +468,15 @@ fn reply_format() {
 fn reply_rejects() {
     let bad_peer = |s: String| Reply::parse(s);
     assert_eq!(
-        bad_peer(format!("206:{V1}")),
+        bad_peer(format!("201:{V1}")),
         Err(ReplyError::TokenPrefix {
-            prefix: "206".into()
+            prefix: "201".into()
+        })
+    );
+    assert_eq!(
+        bad_peer(format!("0206:{V1}")),
+        Err(ReplyError::TokenPrefix {
+            prefix: "0206".into()
         })
     );
     assert_eq!(
@@ -527,4 +533,48 @@ fn reply_rejects() {
     );
     // A NUL inside (not trailing) is not stripped.
     assert!(Reply::parse("200\0x").is_err());
+    // Other statuses followed by more stay refused, where hipObject's
+    // library would read the first three characters: only a decline is
+    // read that loosely.
+    for s in ["200x", "206 partial", "421:again", "500err", "404\0x"] {
+        assert!(Reply::parse(s).is_err(), "{s:?}: {:?}", Reply::parse(s));
+    }
+}
+
+/// hipObject's library (ROCm/hipObject v1) accepts `204:` and `206:` with
+/// a token, and reads `501` followed by anything as a decline; so does
+/// this parser.
+#[test]
+fn reply_as_loose_as_hipobject_where_it_is_safe() {
+    assert_eq!(
+        Reply::parse(format!("206:{V1}")),
+        Ok(Reply::PeerStatus(206, t1()))
+    );
+    assert_eq!(
+        Reply::parse(format!("204:{V2}\r\n")),
+        Ok(Reply::PeerStatus(204, t2()))
+    );
+    let r = Reply::parse(format!("206:{V1}")).unwrap();
+    assert_eq!(r.status(), Some(206));
+    assert!(r.is_success());
+    assert_eq!(r.peer_token(), Some(&t1()));
+    assert_eq!(r.format(), format!("206:{V1}"));
+    assert_eq!(
+        Reply::parse(format!("206:{}", &V1[..87])),
+        Err(ReplyError::Peer(TokenError::Length { len: 87 }))
+    );
+    for s in [
+        "501:",
+        "501:not implemented",
+        "501 declined",
+        "5010",
+        "501\0junk",
+    ] {
+        assert_eq!(Reply::parse(s), Ok(Reply::Status(501)), "{s:?}");
+        assert!(Reply::parse(s).unwrap().is_declined());
+    }
+    assert_eq!(
+        Reply::parse(b"501\xff\xfe".as_slice()),
+        Ok(Reply::Status(501))
+    );
 }

@@ -9,7 +9,6 @@ use super::boundary::{run, run_str};
 use super::ops::CallbackOps;
 use super::ptr::{self, addr, Out, OutStr};
 use super::types::{HipObjConfig, HipObjError, HipObjOps};
-use super::NIC_IP_LEN;
 use super::{HIPOBJ_RDMA_OP_GET, HIPOBJ_RDMA_OP_PUT, HIPOBJ_SYNC_TO_DEVICE, HIPOBJ_SYNC_TO_HOST};
 use crate::buffer::Direction;
 use crate::c_semantics;
@@ -375,7 +374,7 @@ pub unsafe extern "C" fn hipObjParseRdmaReply(
             )
         };
         let status = c_semantics::parse_rdma_reply(reply)?;
-        out.write(c_int::from(status));
+        out.write(status);
         Ok(())
     })
 }
@@ -397,14 +396,11 @@ pub unsafe extern "C" fn hipObjTokenClientNic(
         // SAFETY: the function's contract.
         let out = unsafe { OutStr::new(nic_ip, nic_ip_len, "nicIp") }?;
         out.clear();
-        if nic_ip_len < NIC_IP_LEN {
-            return Err(Error::invalid(format!(
-                "nicIpLen {nic_ip_len} is under {NIC_IP_LEN}"
-            )));
-        }
         // SAFETY: the function's contract.
         let token = unsafe { ptr::req_str(token, "token") }?;
         let ip = c_semantics::token_client_nic(&token)?;
+        // As hipObject's library: any buffer the address and its NUL fit
+        // (write refuses a smaller one).
         out.write(&ip, "nicIp")
     })
 }

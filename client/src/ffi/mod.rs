@@ -36,6 +36,3 @@ pub const HIPOBJ_SYNC_TO_DEVICE: i32 = 1;
 pub const HIPOBJ_RDMA_REPLY_NOT_IMPLEMENTED: i32 = 501;
 /// `HIPOBJ_RDMA_REPLY_RECONNECT`: the server does not know the QP pair.
 pub const HIPOBJ_RDMA_REPLY_RECONNECT: i32 = crate::transfer::REPLY_RECONNECT as i32;
-/// Bytes `hipObjTokenClientNic` needs for any dotted quad and its NUL
-/// (`INET_ADDRSTRLEN`).
-pub const NIC_IP_LEN: usize = 16;

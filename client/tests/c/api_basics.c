@@ -91,8 +91,18 @@ static void check_replies(void) {
     check_parse("abc", 3, hipObjInvalidValue, 0);
     check_parse("", 0, hipObjInvalidValue, 0);
     check_parse("099", 3, hipObjInvalidValue, 0);
+    /* As hipObject's library: 204 and 206 may carry a token, 501 followed
+       by anything is a decline, err is -1. */
     snprintf(reply, sizeof reply, "206:%s", kMappedToken);
+    check_parse(reply, strlen(reply), hipObjSuccess, 206);
+    snprintf(reply, sizeof reply, "204:%s", kMappedToken);
+    check_parse(reply, strlen(reply), hipObjSuccess, 204);
+    check_parse("501:not implemented", 19, hipObjSuccess, 501);
+    check_parse("501x", 4, hipObjSuccess, 501);
+    check_parse("err", 3, hipObjSuccess, -1);
+    snprintf(reply, sizeof reply, "201:%s", kMappedToken);
     check_parse(reply, strlen(reply), hipObjInvalidValue, 0);
+    check_parse("200x", 4, hipObjInvalidValue, 0);
     /* The length counts, not the NUL: "200" cut to "20". */
     check_parse("200", 2, hipObjInvalidValue, 0);
 
@@ -102,7 +112,9 @@ static void check_replies(void) {
 
 static void check_client_nic(void) {
     char ip[16];
-    char small[15];
+    char fits[13]; /* "192.168.1.42" and its NUL, as hipObject's library */
+    char small[12];
+    char one[1];
 
     memset(ip, 'x', sizeof ip);
     CHECK_OP(hipObjTokenClientNic(kMappedToken, ip, sizeof ip), hipObjSuccess);
@@ -117,6 +129,11 @@ static void check_client_nic(void) {
     CHECK_OP(hipObjTokenClientNic(NULL, ip, sizeof ip), hipObjInvalidValue);
     CHECK_OP(hipObjTokenClientNic(kMappedToken, NULL, sizeof ip), hipObjInvalidValue);
     CHECK_OP(hipObjTokenClientNic(kMappedToken, small, sizeof small), hipObjInvalidValue);
+    CHECK_OP(hipObjTokenClientNic(kMappedToken, fits, sizeof fits), hipObjSuccess);
+    CHECK(strcmp(fits, "192.168.1.42") == 0);
+    /* No IPv4 address: the empty string needs one byte. */
+    CHECK_OP(hipObjTokenClientNic(kLinkLocalToken, one, sizeof one), hipObjSuccess);
+    CHECK(one[0] == '\0');
 }
 
 static void check_not_initialized(void) {

@@ -131,6 +131,9 @@ pub struct AuthSettings {
     pub region: String,
     /// How far a request's date may be from now, either way (S3: 15 min).
     pub max_skew: Duration,
+    /// A second name for `x-amz-rdma-token` (Dell ObjectScale's clients send
+    /// `x-rdma-info`), lowercase; `None`: only the standard name.
+    pub token_alias: Option<String>,
 }
 
 impl Default for AuthSettings {
@@ -139,6 +142,7 @@ impl Default for AuthSettings {
         AuthSettings {
             region: "us-east-1".to_string(),
             max_skew: Duration::from_secs(15 * 60),
+            token_alias: None,
         }
     }
 }
@@ -171,6 +175,10 @@ pub struct Verified {
     pub body: BodyMode,
     /// From `x-amz-decoded-content-length` for aws-chunked bodies.
     pub decoded_length: Option<u64>,
+    /// The headers the signature names (SigV4's SignedHeaders, lowercase);
+    /// empty under SigV2, whose string to sign covers `x-amz-*` headers and
+    /// no other by name.
+    pub signed_headers: Vec<String>,
     /// What chunk verification needs.
     chain: ChainContext,
 }

@@ -389,6 +389,7 @@ fn verified(parts: &Parts, access_key: &str) -> Result<Verified, AuthError> {
         access_key: access_key.to_string(),
         body: BodyMode::Unsigned,
         decoded_length: None,
+        signed_headers: Vec::new(),
         chain: ChainContext {
             signing_key: Vec::new(),
             amz_date: String::new(),

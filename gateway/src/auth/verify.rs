@@ -237,6 +237,7 @@ fn verify_inner(
         access_key: signed.credential.access_key,
         body: signed.body,
         decoded_length,
+        signed_headers: signed.signed_headers,
         chain: ChainContext {
             signing_key,
             amz_date: signed.amz_date,

@@ -31,6 +31,7 @@ pub(crate) mod reply;
 pub mod shares;
 pub mod staging;
 mod target;
+pub mod token_alias;
 mod transfer;
 
 use crate::body::Body;

@@ -106,7 +106,7 @@ impl From<&Reply> for ReplyJson {
             Reply::Status(_) => "status",
             Reply::Ok => "ok",
             Reply::Err => "err",
-            Reply::Peer(_) => "peer",
+            Reply::Peer(_) | Reply::PeerStatus(..) => "peer",
         };
         ReplyJson {
             form,

@@ -344,19 +344,29 @@ fn reply_forms() {
         json_of(&["reply", "parse", &format!("200:{V3}")]),
         json!({"form": "peer", "status": 200, "success": true, "declined": false, "peer": v3_json()})
     );
+    // As hipObject's library: 206 may carry a token, and 501 followed by
+    // anything is a decline.
+    assert_eq!(
+        json_of(&["reply", "parse", &format!("206:{V3}")]),
+        json!({"form": "peer", "status": 206, "success": true, "declined": false, "peer": v3_json()})
+    );
+    assert_eq!(
+        json_of(&["reply", "parse", "501:not here"]),
+        status(501, false, true)
+    );
 }
 
 #[test]
 fn reply_rejects() {
     assert_eq!(
-        invalid(&["reply", "parse", &format!("206:{V1}")]),
-        "error: invalid x-amz-rdma-reply value: reply prefix \"206\" cannot carry a token: only \"200:\" does\n"
+        invalid(&["reply", "parse", &format!("201:{V1}")]),
+        "error: invalid x-amz-rdma-reply value: reply prefix \"201\" cannot carry a token: only \"200:\", \"204:\" and \"206:\" do\n"
     );
     assert!(invalid(&["reply", "parse", &format!("0200:{V1}")]).contains("\"0200\""));
     assert!(invalid(&["reply", "parse", &format!("+200:{V1}")]).contains("\"+200\""));
     assert_eq!(
         invalid(&["reply", "parse", &format!("200:{}", &V1[..87])]),
-        "error: invalid x-amz-rdma-reply value: reply 200: carries an invalid token: token is 87 characters, expected 88\n"
+        "error: invalid x-amz-rdma-reply value: reply carries an invalid token: token is 87 characters, expected 88\n"
     );
     assert!(invalid(&["reply", "parse", &format!("200:{V1}0")]).contains("89 characters"));
     assert!(invalid(&["reply", "parse", &format!("200:03{}", &V1[2..])])

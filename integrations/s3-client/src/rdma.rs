@@ -109,7 +109,10 @@ impl RdmaContext {
     /// Remembers that a handshake sent to `path_query` paired a QP with
     /// the server whose reply is `reply`.
     fn paired_with(&self, reply: &[u8], path_query: &str) {
-        if let Ok(Reply::Peer(server)) = Reply::parse(reply) {
+        if let Some(server) = Reply::parse(reply)
+            .ok()
+            .and_then(|r| r.peer_token().copied())
+        {
             let path = path_query.split('?').next().unwrap_or(path_query);
             self.paired
                 .lock()

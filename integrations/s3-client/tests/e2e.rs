@@ -252,6 +252,37 @@ async fn empty_objects_and_buffers_too_small() {
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
 }
 
+/// `501` followed by anything is a decline, as hipObject's library reads
+/// it: the client falls back to plain HTTP rather than failing.
+#[tokio::test]
+async fn a_501_with_more_after_it_is_a_decline() {
+    let server = test_server();
+    let proxy = Proxy::start(
+        &server.url,
+        Behavior {
+            decline: true,
+            decline_reply: Some("501:RDMA is not served for this bucket".into()),
+            ..Default::default()
+        },
+    );
+    let lib = lib();
+    let s3 = client(rdma_config(&proxy.url, &lib));
+    let b = bucket("declined-loosely");
+    s3.create_bucket(&b).await.unwrap();
+    let data = pattern(9, 70_000);
+    let src = lib.register_owned(data.clone()).unwrap();
+    let put = s3.put_object(&b, "k", &src, 0, data.len()).await.unwrap();
+    assert_eq!(put.path, Path::Http, "{put:?}");
+    assert!(
+        put.fallback_reason.as_deref().unwrap().contains("declined"),
+        "{put:?}"
+    );
+    let dst = lib.register_owned(vec![0u8; data.len()]).unwrap();
+    let got = s3.get_object(&b, "k", &dst, 0, None).await.unwrap();
+    assert_eq!(got.path, Path::Http, "{got:?}");
+    assert_same("fallback GET", &contents(&dst, 0, data.len()), &data);
+}
+
 #[tokio::test]
 async fn declined_transfers_fall_back_to_http() {
     let server = test_server();

@@ -36,6 +36,9 @@ pub struct Behavior {
     /// Decline every transfer with 501 and `x-amz-rdma-reply: 501`, as a
     /// server does for what it will not serve by RDMA.
     pub decline: bool,
+    /// The `x-amz-rdma-reply` of a decline, when not `501` (hipObject's
+    /// library reads `501` followed by anything as a decline).
+    pub decline_reply: Option<String>,
     /// Answer the first this many transfers 503 SlowDown (reply 503).
     pub fail_first: usize,
     /// Hold each transfer this long before forwarding it.
@@ -85,10 +88,13 @@ impl Proxy {
 
         type Out = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
         fn error(status: u16, code: &str) -> http::Response<Out> {
+            error_with(status, code, &status.to_string())
+        }
+        fn error_with(status: u16, code: &str, reply: &str) -> http::Response<Out> {
             let body = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>from the test proxy</Message></Error>");
             http::Response::builder()
                 .status(status)
-                .header("x-amz-rdma-reply", status.to_string())
+                .header("x-amz-rdma-reply", reply)
                 .header("content-type", "application/xml")
                 .body(Full::new(Bytes::from(body)).map_err(|e| match e {}).boxed())
                 .unwrap()
@@ -140,7 +146,12 @@ impl Proxy {
                         if transfer {
                             let n = st.transfers.fetch_add(1, Ordering::SeqCst);
                             if behavior.decline {
-                                return Ok::<_, hyper::Error>(error(501, "NotImplemented"));
+                                let reply = behavior.decline_reply.as_deref().unwrap_or("501");
+                                return Ok::<_, hyper::Error>(error_with(
+                                    501,
+                                    "NotImplemented",
+                                    reply,
+                                ));
                             }
                             if n < behavior.fail_first {
                                 return Ok(error(503, "SlowDown"));
