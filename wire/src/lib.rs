@@ -10,6 +10,7 @@
 //!   including the legacy `:addr:size` suffix.
 //! - [`Reply`]: the `x-amz-rdma-reply` grammar.
 //! - [`headers`]: header names; [`checksum`]: the CRC-64/NVME header value.
+//! - [`rc_v2`]: hipobj-rc-v2's control requests and answers.
 //! - [`redacted`]: a token shortened for logs.
 
 #![forbid(unsafe_code)]
@@ -20,6 +21,7 @@ pub mod dialect;
 pub mod gid;
 pub mod headers;
 mod hex;
+pub mod rc_v2;
 pub mod redact;
 pub mod reply;
 pub mod token;

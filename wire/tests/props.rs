@@ -189,3 +189,29 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Any bucket (no `/`) and key survive hipobj-rc-v2's target encoding.
+    #[test]
+    fn rc_v2_targets_round_trip(
+        bucket in "[^/\\x00]{1,40}",
+        key in "[^\\x00]{1,200}",
+        query in proptest::option::of("[a-zA-Z0-9=&]{0,30}"),
+    ) {
+        let t = hipobj_wire::rc_v2::Target { bucket, key, query };
+        let s = t.encode();
+        prop_assert!(s.bytes().all(|b| b.is_ascii_graphic()), "{}", s);
+        prop_assert_eq!(hipobj_wire::rc_v2::Target::parse(&s).unwrap(), t);
+    }
+
+    /// hipobj-rc-v2's target and field parsers never panic.
+    #[test]
+    fn rc_v2_parsers_are_total(s in ".{0,300}") {
+        let _ = hipobj_wire::rc_v2::Target::parse(&s);
+        let _ = hipobj_wire::rc_v2::SessionId::parse(&s);
+        let _ = hipobj_wire::rc_v2::Cookie::parse(&s);
+        let _ = hipobj_wire::rc_v2::Psn::parse(&s);
+        let _ = hipobj_wire::rc_v2::Span::parse(&s, Some(&s));
+        let _ = hipobj_wire::rc_v2::fields::parse_checksum(&s);
+    }
+}
