@@ -66,10 +66,24 @@ fn wait(mut child: Child, within: Duration) -> Output {
 /// client with the same and the server's address, retried while the
 /// server is not yet listening. Both must exit 0; returns their outputs.
 fn pair(name: &str, package: &str, args: &[&str], port_flag: &str) -> (String, String) {
+    pair_env(name, package, args, port_flag, &[], &[])
+}
+
+/// As [`pair`], with `server_env` and `client_env` set in each side's
+/// environment.
+fn pair_env(
+    name: &str,
+    package: &str,
+    args: &[&str],
+    port_flag: &str,
+    server_env: &[(&str, &str)],
+    client_env: &[(&str, &str)],
+) -> (String, String) {
     let port = free_port().to_string();
     let mut all: Vec<&str> = args.to_vec();
     all.extend([port_flag, &port]);
     let server = program(name, package)
+        .envs(server_env.iter().copied())
         .args(&all)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -78,6 +92,7 @@ fn pair(name: &str, package: &str, args: &[&str], port_flag: &str) -> (String, S
     let start = Instant::now();
     let client = loop {
         let c = program(name, package)
+            .envs(client_env.iter().copied())
             .args(&all)
             .arg("127.0.0.1")
             .stdout(Stdio::piped())
@@ -194,6 +209,27 @@ fn ibv_rc_pingpong_small_messages_deep_queue() {
     for out in [&s, &c] {
         assert!(out.contains("500 iters in"), "{out}");
     }
+}
+
+/// Two devices on two addresses, one per process (as two hosts would
+/// be): each side's GID is its own address, and the bytes still check.
+#[test]
+fn ibv_rc_pingpong_between_two_addresses() {
+    let args = ["-d", DEVICE, "-g", "0", "-n", "100", "-s", "65536", "-c"];
+    let (s, c) = pair_env(
+        "ibv_rc_pingpong",
+        "ibverbs-utils",
+        &args,
+        "-p",
+        &[("HIPOBJ_SOFT_ADDRS", "127.0.0.2")],
+        &[("HIPOBJ_SOFT_ADDRS", "127.0.0.1")],
+    );
+    assert!(
+        s.contains("local address:  LID 0x0000") && s.contains("GID ::ffff:127.0.0.2"),
+        "{s}"
+    );
+    assert!(s.contains("GID ::ffff:127.0.0.1"), "{s}");
+    assert!(c.contains("100 iters in"), "{c}");
 }
 
 /// A perftest result row for `size`: its first column is the size.
