@@ -261,6 +261,17 @@ pub struct UpstreamArgs {
         requires = "upstream"
     )]
     pub upstream_drop_encoding_type: bool,
+    /// Send the store a body whose checksum came in an aws-chunked trailer
+    /// as a plain body (Content-Length, no trailer), for a store that
+    /// refuses STREAMING-UNSIGNED-PAYLOAD-TRAILER (Ceph RGW 16). The gateway
+    /// still checks the checksum against the bytes; the store does not
+    /// record it.
+    #[arg(
+        long,
+        env = "HIPOBJ_UPSTREAM_NO_CHECKSUM_TRAILERS",
+        requires = "upstream"
+    )]
+    pub upstream_no_checksum_trailers: bool,
 }
 
 /// A configuration the flags parse to but the engine cannot run with.
@@ -385,6 +396,7 @@ impl UpstreamArgs {
             health_interval: self.upstream_health_interval,
             ca,
             drop_encoding_type: self.upstream_drop_encoding_type,
+            checksum_trailers: !self.upstream_no_checksum_trailers,
         })
     }
 }
@@ -962,6 +974,7 @@ mod tests {
                 health_interval: Duration::from_millis(750),
                 ca: CaCerts::none(),
                 drop_encoding_type: true,
+                checksum_trailers: true,
             }
         );
         assert_eq!(

@@ -110,6 +110,13 @@ pub struct UpstreamOptions {
     /// Whether listings are asked for without `encoding-type` (for a store
     /// that echoes `encoding-type=url` without encoding keys: s3s-fs).
     pub drop_encoding_type: bool,
+    /// Whether an aws-chunked body whose checksum came in a trailer goes to
+    /// the store framed again with that trailer
+    /// (`STREAMING-UNSIGNED-PAYLOAD-TRAILER`, so the store records the
+    /// checksum), or, when false, as a plain body with a `Content-Length`
+    /// (for a store that refuses such bodies: Ceph RGW 16). Either way the
+    /// gateway has checked the checksum against the bytes first.
+    pub checksum_trailers: bool,
 }
 
 impl Default for UpstreamOptions {
@@ -125,6 +132,7 @@ impl Default for UpstreamOptions {
             health_interval: DEFAULT_HEALTH_INTERVAL,
             ca: CaCerts::none(),
             drop_encoding_type: false,
+            checksum_trailers: true,
         }
     }
 }

@@ -52,6 +52,9 @@ pub struct Engine {
     pub server: ServerConfig,
     /// Where and within what bounds form uploads wait for the store.
     spool: crate::post_spool::SpoolSettings,
+    /// Whether a trailing checksum goes on to the store in a trailer
+    /// ([`crate::config::UpstreamOptions::checksum_trailers`]).
+    checksum_trailers: bool,
 }
 
 impl Engine {
@@ -94,6 +97,7 @@ impl Engine {
                 dir: cfg.server.post_spool_dir.clone(),
                 deadline: cfg.server.post_upload_timeout,
             },
+            checksum_trailers: cfg.upstream_options.checksum_trailers,
         })
     }
 
@@ -294,7 +298,7 @@ impl Engine {
                     _ => Payload::Unsigned,
                 };
                 let decoded_length = verified.decoded_length;
-                let checksum = trailing_checksum(&verified);
+                let checksum = trailing_checksum(&verified).filter(|_| self.checksum_trailers);
                 let (body, trailers) = auth::decode_body_with_trailers(&verified, body);
                 let answer = crate::proxy::forward_with_trailer(
                     self.upstream.as_ref(),

@@ -99,6 +99,12 @@ def direct(upstream):
 def endpoint(tmp_path_factory, upstream):
     """The gateway's URL; the process lives for the whole session (of its
     upstream mode)."""
+    yield from _gateway(tmp_path_factory, upstream, [])
+
+
+def _gateway(tmp_path_factory, upstream, extra):
+    """Starts a gateway in front of `upstream` with `extra` arguments,
+    yields its URL, and stops it."""
     binary = _gateway_bin()
     if not os.access(binary, os.X_OK):
         pytest.fail(
@@ -119,6 +125,7 @@ def endpoint(tmp_path_factory, upstream):
         # s3s-fs echoes encoding-type=url without encoding the keys.
         args = ["--upstream", store, "--upstream-access-key", access, "--upstream-drop-encoding-type"]
         env["HIPOBJ_UPSTREAM_SECRET_KEY"] = secret
+    args += extra
     for attempt in range(3):
         port = _free_port()
         log = open(log_path, "ab")
@@ -301,6 +308,41 @@ def test_put_trailer_checksum(endpoint, bucket, algorithm):
     assert headers["x-amz-trailer"] == "x-amz-checksum-%s" % (algorithm or "crc32").lower()
     assert headers["x-amz-decoded-content-length"] == str(len(data))
     assert client.get_object(Bucket=bucket, Key="trailer.bin")["Body"].read() == data
+
+
+@pytest.fixture(scope="session")
+def endpoint_plain_bodies(tmp_path_factory, upstream):
+    """A gateway in front of the external store that sends trailing
+    checksums' bodies plain (`--upstream-no-checksum-trailers`)."""
+    if upstream is None:
+        pytest.skip("a setting of the external upstream")
+    yield from _gateway(tmp_path_factory, upstream, ["--upstream-no-checksum-trailers"])
+
+
+def test_trailer_checksums_as_plain_bodies(endpoint_plain_bodies, tmp_path):
+    """For a store that refuses STREAMING-UNSIGNED-PAYLOAD-TRAILER (Ceph RGW
+    16): the client's trailer checksum is checked by the gateway, and the
+    store gets the bytes as a plain body. PutObject and a multipart upload's
+    parts arrive whole."""
+    client = _client(endpoint_plain_bodies)
+    _force_trailer_checksums(client)
+    sent = Sent(client)
+    name = f"plain-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=name)
+    data = os.urandom(3 * MIB + 17)
+    r = client.put_object(Bucket=name, Key="trailer.bin", Body=data, ChecksumAlgorithm="CRC32")
+    assert r["ETag"] == '"%s"' % hashlib.md5(data).hexdigest()
+    assert sent.last("PUT")["x-amz-content-sha256"] == "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+    assert client.get_object(Bucket=name, Key="trailer.bin")["Body"].read() == data
+    src = tmp_path / "src.bin"
+    big = os.urandom(20 * MIB)
+    src.write_bytes(big)
+    cfg = TransferConfig(multipart_threshold=8 * MIB, multipart_chunksize=8 * MIB, max_concurrency=4)
+    client.upload_file(str(src), name, "multi.bin", Config=cfg)
+    assert client.get_object(Bucket=name, Key="multi.bin")["Body"].read() == big
+    for key in ("trailer.bin", "multi.bin"):
+        client.delete_object(Bucket=name, Key=key)
+    client.delete_bucket(Bucket=name)
 
 
 @pytest.mark.parametrize("trailer", [False, True], ids=["header-checksum", "trailer-checksum"])

@@ -404,6 +404,7 @@ mod tests {
             health_interval: Duration::from_secs(3),
             ca: CaCerts::none(),
             drop_encoding_type: true,
+            checksum_trailers: false,
         };
         let r = remote_options(&o);
         assert_eq!(r.connect_timeout, Duration::from_millis(1500));
