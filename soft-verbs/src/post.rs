@@ -134,9 +134,43 @@ unsafe fn post_send_one(q: &Qp, w: &ibv_send_wr) -> Result<(), c_int> {
     q.qp.post_send(&wr).map_err(|e| e.errno())
 }
 
-/// `ibv_context_ops::post_send`: posts the list in order; on the first
-/// refusal, `*bad_wr` names it and its errno value is returned (those
-/// before it are posted).
+/// Walks a program's linked list of work requests from `wr`, posting each
+/// with `one`; on the first refusal, `*bad_wr` names it and its errno value
+/// is returned (those before it are posted), as the verbs do.
+///
+/// # Safety
+///
+/// `qp` is a live QP; `wr` a readable list whose `next` is `next(w)`;
+/// `bad_wr` NULL or writable; `one` may read each element and what it names.
+unsafe fn post_list<W>(
+    qp: *mut ibv_qp,
+    wr: *mut W,
+    bad_wr: *mut *mut W,
+    next: impl Fn(&W) -> *mut W,
+    mut one: impl FnMut(&Qp, &W) -> Result<(), c_int>,
+) -> c_int {
+    let mut failed = wr;
+    let rc = guard_errno(|| {
+        // SAFETY: the caller's contract.
+        let q = unsafe { Qp::from_raw(qp)? };
+        let mut cur = wr;
+        while !cur.is_null() {
+            failed = cur;
+            // SAFETY: each element of the program's list is readable.
+            let w = unsafe { &*cur };
+            one(q, w)?;
+            cur = next(w);
+        }
+        Ok(())
+    });
+    if rc != 0 && !bad_wr.is_null() {
+        // SAFETY: writable by the caller's contract.
+        unsafe { bad_wr.write(failed) };
+    }
+    rc
+}
+
+/// `ibv_context_ops::post_send`: posts the list in order ([`post_list`]).
 ///
 /// # Safety
 ///
@@ -147,26 +181,9 @@ pub unsafe extern "C" fn post_send(
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
     crate::ffi::called("ibv_context_ops.post_send");
-    let mut failed = wr;
-    let rc = guard_errno(|| {
-        // SAFETY: the caller's contract.
-        let q = unsafe { Qp::from_raw(qp)? };
-        let mut cur = wr;
-        while !cur.is_null() {
-            failed = cur;
-            // SAFETY: each element of the program's list is readable.
-            let w = unsafe { &*cur };
-            // SAFETY: as above, for its SGEs and inline memory.
-            unsafe { post_send_one(q, w)? };
-            cur = w.next;
-        }
-        Ok(())
-    });
-    if rc != 0 && !bad_wr.is_null() {
-        // SAFETY: writable by the caller's contract.
-        unsafe { bad_wr.write(failed) };
-    }
-    rc
+    // SAFETY: the caller's contract is post_list's; each element's SGEs and
+    // inline memory are readable by the same contract (post_send_one's).
+    unsafe { post_list(qp, wr, bad_wr, |w| w.next, |q, w| post_send_one(q, w)) }
 }
 
 /// `ibv_context_ops::post_recv`, as [`post_send`] for receives.
@@ -180,31 +197,17 @@ pub unsafe extern "C" fn post_recv(
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
     crate::ffi::called("ibv_context_ops.post_recv");
-    let mut failed = wr;
-    let rc = guard_errno(|| {
-        // SAFETY: the caller's contract.
-        let q = unsafe { Qp::from_raw(qp)? };
-        let mut cur = wr;
-        while !cur.is_null() {
-            failed = cur;
-            // SAFETY: each element of the program's list is readable.
-            let w = unsafe { &*cur };
-            // SAFETY: its SGE list is readable (the caller's contract).
-            let list = unsafe { sges(w.sg_list, w.num_sge)? };
-            let r = RecvWr {
-                wr_id: w.wr_id,
-                sg_list: list.iter().map(to_sge).collect(),
-            };
-            q.qp.post_recv(&r).map_err(|e| e.errno())?;
-            cur = w.next;
-        }
-        Ok(())
-    });
-    if rc != 0 && !bad_wr.is_null() {
-        // SAFETY: writable by the caller's contract.
-        unsafe { bad_wr.write(failed) };
-    }
-    rc
+    let one = |q: &Qp, w: &ibv_recv_wr| {
+        // SAFETY: its SGE list is readable (the caller's contract).
+        let list = unsafe { sges(w.sg_list, w.num_sge)? };
+        let r = RecvWr {
+            wr_id: w.wr_id,
+            sg_list: list.iter().map(to_sge).collect(),
+        };
+        q.qp.post_recv(&r).map_err(|e| e.errno())
+    };
+    // SAFETY: the caller's contract is post_list's.
+    unsafe { post_list(qp, wr, bad_wr, |w| w.next, one) }
 }
 
 /// `ibv_post_send`, exported for programs that look it up by name.

@@ -262,3 +262,24 @@ impl Deref for Gateway {
         &self.0
     }
 }
+
+/// The separately started S3 store of `.ci/run` (`HIPOBJ_TEST_S3_ENDPOINT`,
+/// `_ACCESS_KEY`, `_SECRET_KEY`), when it names one: (endpoint, access key,
+/// secret key). Panics when `REQUIRE_S3S_FS=1` and it names none.
+pub fn external_store() -> Option<(String, String, String)> {
+    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match (
+        get("HIPOBJ_TEST_S3_ENDPOINT"),
+        get("HIPOBJ_TEST_S3_ACCESS_KEY"),
+        get("HIPOBJ_TEST_S3_SECRET_KEY"),
+    ) {
+        (Some(e), Some(a), Some(s)) => Some((e, a, s)),
+        _ => {
+            assert!(
+                std::env::var("REQUIRE_S3S_FS").as_deref() != Ok("1"),
+                "REQUIRE_S3S_FS=1 but HIPOBJ_TEST_S3_ENDPOINT, _ACCESS_KEY or _SECRET_KEY is not set"
+            );
+            None
+        }
+    }
+}

@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use hipobj_e2e::external_store;
 use hipobj_testkit::{free_port, workspace_bin, PlainS3, ServerProc, Tenant, AK, SK};
 use serde_json::Value;
 
@@ -257,25 +258,6 @@ fn bad_arguments_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     let (out, _) = conformance("http://127.0.0.1:9", (AK, SK), &["--dialect", "xyz"]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
-}
-
-/// The separately started S3 store of `.ci/run`, when it names one.
-fn external_store() -> Option<(String, String, String)> {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (
-        get("HIPOBJ_TEST_S3_ENDPOINT"),
-        get("HIPOBJ_TEST_S3_ACCESS_KEY"),
-        get("HIPOBJ_TEST_S3_SECRET_KEY"),
-    ) {
-        (Some(e), Some(a), Some(s)) => Some((e, a, s)),
-        _ => {
-            assert!(
-                std::env::var("REQUIRE_S3S_FS").as_deref() != Ok("1"),
-                "REQUIRE_S3S_FS=1 but HIPOBJ_TEST_S3_ENDPOINT, _ACCESS_KEY or _SECRET_KEY is not set"
-            );
-            None
-        }
-    }
 }
 
 #[test]

@@ -10,9 +10,9 @@
 
 #![forbid(unsafe_code)]
 
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use hipobj_e2e::external_store;
 use hipobj_soft_verbs::testing::library_dir;
 use hipobj_testkit::{gateway_with, workspace_bin, Ready, ServerProc, AK, SK};
 use serde_json::Value;
@@ -107,24 +107,6 @@ fn conformance_against_the_test_server_on_the_libibverbs_provider() {
     );
 }
 
-fn external_store() -> Option<(String, String, String)> {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (
-        get("HIPOBJ_TEST_S3_ENDPOINT"),
-        get("HIPOBJ_TEST_S3_ACCESS_KEY"),
-        get("HIPOBJ_TEST_S3_SECRET_KEY"),
-    ) {
-        (Some(e), Some(a), Some(s)) => Some((e, a, s)),
-        _ => {
-            assert!(
-                std::env::var("REQUIRE_S3S_FS").as_deref() != Ok("1"),
-                "REQUIRE_S3S_FS=1 but HIPOBJ_TEST_S3_ENDPOINT, _ACCESS_KEY or _SECRET_KEY is not set"
-            );
-            None
-        }
-    }
-}
-
 /// The gateway in front of s3s-fs on the libibverbs provider.
 fn verbs_gateway(endpoint: &str, ak: &str, sk: &str) -> ServerProc {
     let lib = library_dir().to_string_lossy().into_owned();
@@ -158,20 +140,6 @@ fn conformance_through_the_gateway_on_the_libibverbs_provider() {
     conformance_passes(&gw.url);
 }
 
-/// Deterministic, incompressible bytes.
-fn write_pattern(path: &Path, len: usize, seed: u64) {
-    let mut v = Vec::with_capacity(len + 8);
-    let mut x = seed | 1;
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    std::fs::write(path, v).unwrap();
-}
-
 #[test]
 fn cp_both_ways_through_the_gateway_on_the_libibverbs_provider() {
     let Some((endpoint, ak, sk)) = external_store() else {
@@ -182,7 +150,7 @@ fn cp_both_ways_through_the_gateway_on_the_libibverbs_provider() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("up.bin");
     let back = tmp.path().join("back.bin");
-    write_pattern(&src, (40 << 20) + 12345, 7);
+    std::fs::write(&src, hipobj_testkit::pattern(7, (40 << 20) + 12345)).unwrap();
     let hipobj = |args: &[&str]| {
         let out = on_verbs(&mut Command::new(workspace_bin("hipobj")))
             .env("HOME", tmp.path())
