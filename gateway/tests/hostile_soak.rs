@@ -205,9 +205,13 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
                 let token = peer.token(Transport::Rc, 0x4000_0000, 16 << 20, 77);
                 let a = rdma(&s3, Method::GET, "/soak/big", &token);
                 // Failed at its progress deadline, or refused when the
-                // tenant's share stayed taken by its other stalled GETs.
+                // tenant's share stayed taken by its other stalled GETs, or
+                // told to handshake again (421) when its pair was released
+                // before the GET came: this client answers no probe, and
+                // another careless handshake at the pair limit, or the
+                // 1 s sweeper on a loaded runner, probes it first.
                 assert!(
-                    a.status == 500 || a.status == 503,
+                    a.status == 500 || a.status == 503 || a.status == 421,
                     "a stalled GET fails: {} {}",
                     a.status,
                     a.text()
