@@ -128,6 +128,38 @@ pub struct CommonArgs {
         value_name = "CIDR,..."
     )]
     pub rdma_allow_peers: Vec<ipnet::IpNet>,
+    /// Turn hipobj-rc-v2 off: its control requests (`POST /.hipobj-rc/...`)
+    /// are then answered 501 with `x-amz-rdma-protocol-status: unsupported`,
+    /// and v2 clients fall back to the handshake flow.
+    #[arg(long, env = "HIPOBJ_NO_RC_V2")]
+    pub no_rc_v2: bool,
+    /// How long a prepared hipobj-rc-v2 session waits for its READY before
+    /// the reaper frees its QP and staging.
+    #[arg(long, env = "HIPOBJ_RC_V2_PREPARE_TIMEOUT", default_value = "30s", value_parser = positive_duration, value_name = "DURATION")]
+    pub rc_v2_prepare_timeout: Duration,
+    /// How long a hipobj-rc-v2 READY (data phase and store write) may take
+    /// in all; beyond it the transfer fails with 502.
+    #[arg(long, env = "HIPOBJ_RC_V2_EXEC_TIMEOUT", default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
+    pub rc_v2_exec_timeout: Duration,
+    /// hipobj-rc-v2 sessions in all (a PREPARE beyond is answered 503).
+    #[arg(long, env = "HIPOBJ_RC_V2_SESSIONS", default_value = "1024", value_parser = at_least_one, value_name = "N")]
+    pub rc_v2_sessions: usize,
+    /// hipobj-rc-v2 sessions one access key may hold.
+    #[arg(long, env = "HIPOBJ_RC_V2_SESSIONS_PER_KEY", default_value = "64", value_parser = at_least_one, value_name = "N")]
+    pub rc_v2_sessions_per_key: usize,
+    /// hipobj-rc-v2 data phases under way at once; a READY beyond is
+    /// answered 409 (busy: retry the READY).
+    #[arg(long, env = "HIPOBJ_RC_V2_READY_SLOTS", default_value = "64", value_parser = at_least_one, value_name = "N")]
+    pub rc_v2_ready_slots: usize,
+    /// MiB of hipobj-rc-v2 PUT staging regions in all (default: the
+    /// staging pool's size).
+    #[arg(long, env = "HIPOBJ_RC_V2_PUT_MIB", value_parser = at_least_one, value_name = "MIB")]
+    pub rc_v2_put_mib: Option<usize>,
+    /// MiB of hipobj-rc-v2 PUT staging one access key may hold, and so the
+    /// largest single v2 PUT (default: the key's share of the staging
+    /// pool); a larger PUT is answered 413 with `x-amz-rdma-max-size`.
+    #[arg(long, env = "HIPOBJ_RC_V2_PUT_MIB_PER_KEY", value_parser = at_least_one, value_name = "MIB")]
+    pub rc_v2_put_mib_per_key: Option<usize>,
     /// Domains of virtual-hosted-style requests (repeatable or
     /// comma-separated, as MinIO's MINIO_DOMAIN): `Host: bucket.DOMAIN[:port]`
     /// with path `/key` is served as `/bucket/key` (RDMA, signatures and
@@ -463,6 +495,16 @@ impl CommonArgs {
             dc_per_key: self.max_dc_per_key,
             dc_key: self.dc_key,
             allowed_peers: self.rdma_allow_peers.clone(),
+            rc_v2: crate::config::RcV2Config {
+                enabled: !self.no_rc_v2,
+                prepare_timeout: self.rc_v2_prepare_timeout,
+                exec_timeout: self.rc_v2_exec_timeout,
+                sessions_total: self.rc_v2_sessions,
+                sessions_per_key: self.rc_v2_sessions_per_key.min(self.rc_v2_sessions),
+                ready_slots: self.rc_v2_ready_slots,
+                put_bytes: self.rc_v2_put_mib.map(|m| (m as u64) << 20),
+                put_bytes_per_key: self.rc_v2_put_mib_per_key.map(|m| (m as u64) << 20),
+            },
         }
     }
 
@@ -671,6 +713,7 @@ mod tests {
                 dc_per_key: 2,
                 dc_key: Some(0x0123_4567_89ab_cdef),
                 allowed_peers: vec!["10.1.0.0/16".parse().unwrap(), "fe80::/64".parse().unwrap()],
+                rc_v2: crate::config::RcV2Config::default(),
             }
         );
         assert_eq!(g.common.max_skew(), Duration::from_secs(300));

@@ -210,6 +210,50 @@ pub struct RdmaConfig {
     /// a proxy or load balancer, or with HTTP and RDMA on different
     /// interfaces). Empty: only the HTTP peer itself.
     pub allowed_peers: Vec<ipnet::IpNet>,
+    /// hipobj-rc-v2 (`/.hipobj-rc/prepare`, `ready`, `cancel`).
+    pub rc_v2: RcV2Config,
+}
+
+/// hipobj-rc-v2's settings: whether it is served, and its limits, each
+/// with its timer (docs/protocol.md, "hipobj-rc-v2").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RcV2Config {
+    /// Served; `false`: every control request is answered 501 with
+    /// `x-amz-rdma-protocol-status: unsupported`.
+    pub enabled: bool,
+    /// How long a prepared session waits for its READY.
+    pub prepare_timeout: Duration,
+    /// How long a READY's data phase and store write may take in all.
+    pub exec_timeout: Duration,
+    /// Sessions (prepared or transferring) in all.
+    pub sessions_total: usize,
+    /// Sessions one access key may hold.
+    pub sessions_per_key: usize,
+    /// Data phases under way at once, in all; a READY beyond is answered
+    /// 409 (busy, retryable; the session stays prepared).
+    pub ready_slots: usize,
+    /// Bytes of PUT staging regions in all (`None`: the staging pool's size,
+    /// chunk × buffers).
+    pub put_bytes: Option<u64>,
+    /// Bytes of PUT staging regions one access key may hold, which is also
+    /// the largest PUT served at once (`None`: the key's share of the pool,
+    /// in bytes).
+    pub put_bytes_per_key: Option<u64>,
+}
+
+impl Default for RcV2Config {
+    fn default() -> RcV2Config {
+        RcV2Config {
+            enabled: true,
+            prepare_timeout: Duration::from_secs(30),
+            exec_timeout: Duration::from_secs(60),
+            sessions_total: 1024,
+            sessions_per_key: 64,
+            ready_slots: 64,
+            put_bytes: None,
+            put_bytes_per_key: None,
+        }
+    }
 }
 
 /// Which devices the gateway serves on, as [`RdmaConfig::device`] says.
@@ -270,6 +314,7 @@ impl Default for RdmaConfig {
             dc_per_key: 16,
             dc_key: None,
             allowed_peers: Vec::new(),
+            rc_v2: RcV2Config::default(),
         }
     }
 }

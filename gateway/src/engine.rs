@@ -81,6 +81,7 @@ impl Engine {
         }
         let rdma = Arc::new(RdmaEngine::open(&rdma_cfg)?);
         rdma.start_sweeper()?;
+        rdma.start_reaper()?;
         Ok(Engine {
             creds: RwLock::new(Arc::new(Credentials::of_tenants(&cfg.credentials))),
             embedded,
@@ -226,6 +227,22 @@ impl Engine {
             return S3Error::internal("a verified key without a policy".to_string())
                 .into_response(&request_id);
         };
+        // hipobj-rc-v2's control requests name their object in a signed
+        // header, authorized there as the request it stands for.
+        if let Some(which) = crate::rdma::v2::control(&parts) {
+            drop(body);
+            return self
+                .rdma
+                .serve_rc_v2(
+                    which,
+                    parts,
+                    &verified,
+                    &policy,
+                    &self.upstream,
+                    &request_id,
+                )
+                .await;
+        }
         let access = match crate::tenancy::authorize(&policy, &parts) {
             Ok(a) => a,
             Err(e) => {

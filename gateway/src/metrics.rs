@@ -95,6 +95,12 @@ pub const STORE_DIRECT_BYTES: &str = "hipobj_rdma_store_direct_bytes_total";
 pub const HTTP_REQUESTS_IN_FLIGHT: &str = "hipobj_http_requests_in_flight";
 /// Client connections the front closed itself, by `reason`.
 pub const HTTP_CONNECTIONS_CLOSED: &str = "hipobj_http_connections_closed_total";
+/// Gauge: hipobj-rc-v2 sessions (prepared or transferring).
+pub const RC_V2_SESSIONS: &str = "hipobj_rc_v2_sessions";
+/// Gauge: hipobj-rc-v2 data phases under way.
+pub const RC_V2_TRANSFERS: &str = "hipobj_rc_v2_transfers";
+/// Gauge: bytes of hipobj-rc-v2 PUT staging regions held.
+pub const RC_V2_PUT_BYTES: &str = "hipobj_rc_v2_put_staging_bytes";
 
 /// The `path` label of a request with `x-amz-rdma-token`.
 pub const PATH_RDMA: &str = "rdma";
@@ -206,6 +212,16 @@ fn describe() {
         HTTP_REQUESTS_IN_FLIGHT,
         "Requests read and not yet answered whole"
     );
+    describe_gauge!(
+        RC_V2_SESSIONS,
+        "hipobj-rc-v2 sessions, prepared or transferring"
+    );
+    describe_gauge!(RC_V2_TRANSFERS, "hipobj-rc-v2 data phases under way");
+    describe_gauge!(
+        RC_V2_PUT_BYTES,
+        metrics::Unit::Bytes,
+        "Bytes of hipobj-rc-v2 PUT staging regions held by sessions"
+    );
     describe_counter!(
         HTTP_CONNECTIONS_CLOSED,
         "Client connections the front refused or closed on a timeout, by reason"
@@ -243,6 +259,13 @@ pub fn render(now: &[Gauges]) -> Response<Body> {
         http::HeaderValue::from_static("text/plain; version=0.0.4"),
     );
     r
+}
+
+/// hipobj-rc-v2's gauges now.
+pub fn rc_v2(sessions: usize, transfers: usize, put_bytes: u64) {
+    gauge!(RC_V2_SESSIONS).set(sessions as f64);
+    gauge!(RC_V2_TRANSFERS).set(transfers as f64);
+    gauge!(RC_V2_PUT_BYTES).set(put_bytes as f64);
 }
 
 /// A client connection opened (`true`) or closed.

@@ -29,6 +29,7 @@
 
 pub mod plain;
 pub mod process;
+pub mod rc_v2;
 pub mod rdma;
 pub mod s3;
 pub mod tenant;

@@ -138,6 +138,11 @@ impl S3 {
         Ok(req)
     }
 
+    /// The secret key it signs with.
+    pub fn secret_key(&self) -> &str {
+        &self.secret_key
+    }
+
     /// One signed request; the payload is signed as its SHA-256, or as
     /// UNSIGNED-PAYLOAD when `unsigned`. Panics when no answer comes.
     pub fn send(

@@ -41,7 +41,7 @@ fn ranged(parts: &http::request::Parts) -> bool {
             .is_some_and(|q| q.split('&').any(|p| p.starts_with("partNumber=")))
 }
 
-pub(super) async fn run(
+pub(crate) async fn run(
     ctx: &Transfer<'_>,
     parts: http::request::Parts,
     initiator: Initiator,
@@ -79,6 +79,22 @@ pub(super) async fn run(
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    if let (Some(v2), Some(n)) = (ctx.v2, known) {
+        if n != v2.size {
+            return Err(fail(
+                S3Error::new(
+                    StatusCode::BAD_REQUEST,
+                    "InvalidRange",
+                    format!(
+                        "the object (or part) has {n} bytes there, not the {} asked for",
+                        v2.size
+                    ),
+                ),
+                "400",
+                request_id,
+            ));
+        }
+    }
     if let Some(n) = known {
         if n > remote.len {
             return Err(fail(
@@ -94,13 +110,18 @@ pub(super) async fn run(
     let chunk = ctx.pool.chunk();
     let depth = ctx.depth;
     let mut mover = Mover::new(initiator, remote, ctx.progress_timeout, ctx.device);
+    if let Some(v2) = ctx.v2 {
+        mover.imm_at_end(v2.size, v2.imm);
+    }
+    // hipobj-rc-v2's answer names the CRC-64/NVME of the bytes moved.
+    let mut crc = ctx.v2.map(|_| crc64fast_nvme::Digest::new());
     let mut offset: u64 = 0; // bytes posted so far
     let mut current: Option<(Staging, usize)> = None;
     let mut failure: Option<(S3Error, &'static str)> = None;
 
     if let Some(range) = head.extensions.get::<FileRange>().cloned() {
         drop(body);
-        failure = from_file(ctx, &mut mover, &range, remote.len, &mut offset).await;
+        failure = from_file(ctx, &mut mover, &range, remote.len, &mut offset, &mut crc).await;
         if failure.is_none() {
             crate::metrics::store_direct_bytes(offset);
         }
@@ -154,6 +175,9 @@ pub(super) async fn run(
                     ));
                     break 'outer;
                 }
+                if let Some(c) = crc.as_mut() {
+                    c.write(&rest[..n]);
+                }
                 if let Err(e) = staging.write_at(*filled, &rest[..n]) {
                     failure = Some((S3Error::internal(e.to_string()), "500"));
                     break 'outer;
@@ -194,6 +218,18 @@ pub(super) async fn run(
             request_id,
         ));
     }
+    if let Some(v2) = ctx.v2 {
+        if offset != v2.size {
+            return Err(fail(
+                S3Error::bad_gateway(format!(
+                    "the store sent {offset} bytes, not the {} asked for",
+                    v2.size
+                )),
+                "502",
+                request_id,
+            ));
+        }
+    }
     if let Some(n) = known {
         if n != offset {
             return Err(fail(
@@ -221,6 +257,13 @@ pub(super) async fn run(
         hipobj_wire::headers::RDMA_BYTES_TRANSFERRED,
         HeaderValue::from(offset),
     );
+    if let Some(c) = crc {
+        if let Ok(v) =
+            HeaderValue::from_str(&hipobj_wire::rc_v2::fields::format_checksum(c.sum64()))
+        {
+            h.insert(hipobj_wire::rc_v2::H_CHECKSUM, v);
+        }
+    }
     set_request_id(&mut r, request_id);
     Ok(r)
 }
@@ -234,6 +277,7 @@ async fn from_file(
     range: &FileRange,
     room: u64,
     offset: &mut u64,
+    crc: &mut Option<crc64fast_nvme::Digest>,
 ) -> Option<(S3Error, &'static str)> {
     if range.len() > room {
         return Some((
@@ -260,6 +304,7 @@ async fn from_file(
         };
         let (at, n) = (*offset, (range.len() - *offset).min(chunk) as usize);
         let r = range.clone();
+        let mut digest = crc.take();
         // The buffer is ours alone (no work request names it) until it is
         // posted below; a blocking task fills it and hands it back.
         let joined = tokio::task::spawn_blocking(move || {
@@ -267,13 +312,22 @@ async fn from_file(
             let read = staging
                 .slice_mut(n)
                 .map_err(std::io::Error::other)
-                .and_then(|buf| r.read_into(at, buf));
-            (staging, read)
+                .and_then(|buf| {
+                    r.read_into(at, buf)?;
+                    if let Some(d) = digest.as_mut() {
+                        d.write(buf);
+                    }
+                    Ok(())
+                });
+            (staging, read, digest)
         })
         .await;
         let staging = match joined {
-            Ok((s, Ok(()))) => s,
-            Ok((_, Err(e))) => {
+            Ok((s, Ok(()), digest)) => {
+                *crc = digest;
+                s
+            }
+            Ok((_, Err(e), _)) => {
                 return Some((
                     S3Error::bad_gateway(format!("reading the object from the store failed: {e}")),
                     "502",

@@ -20,7 +20,7 @@ pub mod checksum;
 pub mod choose;
 pub mod completions;
 pub mod dci;
-mod get;
+pub(crate) mod get;
 mod handshake;
 pub mod mover;
 pub mod operation;
@@ -32,7 +32,8 @@ pub mod shares;
 pub mod staging;
 mod target;
 pub mod token_alias;
-mod transfer;
+pub(crate) mod transfer;
+pub mod v2;
 
 use crate::body::Body;
 use crate::config::RdmaConfig;
@@ -75,6 +76,8 @@ pub struct RdmaEngine {
     cfg: RdmaConfig,
     /// The DC key from the configuration; `None`: DC is declined.
     dc_key: Option<u64>,
+    /// hipobj-rc-v2's sessions and limits.
+    pub v2: v2::RcV2,
 }
 
 /// Why the RDMA side could not start.
@@ -99,10 +102,15 @@ impl RdmaEngine {
         let soft: Arc<dyn Provider> = Arc::new(SoftProvider::from_env()?);
         let verbs: Arc<dyn Provider> = Arc::new(hipobj_fabric::ibverbs::VerbsProvider::new());
         let rails = rail::open_all(cfg, soft, verbs)?;
+        let chunk = cfg.chunk_size as u64;
+        let pool_bytes = chunk.saturating_mul(cfg.buffers as u64);
+        let share_bytes = chunk
+            .saturating_mul(cfg.staging_per_key.unwrap_or(cfg.buffers).min(cfg.buffers) as u64);
         Ok(RdmaEngine {
             rails,
             cfg: cfg.clone(),
             dc_key: cfg.dc_key,
+            v2: v2::RcV2::new(&cfg.rc_v2, pool_bytes, share_bytes),
         })
     }
 
@@ -167,6 +175,11 @@ impl RdmaEngine {
 
     /// The gauges' values now, one set per device, for `GET /metrics`.
     pub fn gauges(&self) -> Vec<crate::metrics::Gauges> {
+        crate::metrics::rc_v2(
+            self.v2.sessions.len(),
+            self.v2.transfers(),
+            self.v2.put_bytes_in_use(),
+        );
         self.rails.iter().map(Rail::gauges).collect()
     }
 
@@ -319,6 +332,7 @@ impl RdmaEngine {
                 share: &share,
                 upstream: &upstream,
                 request_id: &request_id,
+                v2: None,
             };
             let result = match op {
                 Operation::GetObject => get::run(&ctx, parts, initiator, remote).await,

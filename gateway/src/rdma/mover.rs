@@ -130,6 +130,9 @@ pub struct Mover {
     failed: bool,
     /// The device the initiator is on, for metrics.
     device: String,
+    /// The WRITE that ends at this offset carries this immediate
+    /// (hipobj-rc-v2: the last piece is WRITE_WITH_IMM with the cookie).
+    imm_at: Option<(u64, u32)>,
 }
 
 impl Mover {
@@ -176,7 +179,14 @@ impl Mover {
             progress,
             failed: false,
             device: device.to_string(),
+            imm_at: None,
         }
+    }
+
+    /// The WRITE that ends at `end` (the last piece) carries `imm`
+    /// (WRITE_WITH_IMM, which consumes a receive at the client).
+    pub fn imm_at_end(&mut self, end: u64, imm: u32) {
+        self.imm_at = Some((end, imm));
     }
 
     /// Work requests in flight.
@@ -215,10 +225,12 @@ impl Mover {
         let (qp, _, dc) = self.qp_cq();
         let wr = SendWr {
             wr_id: self.next_id,
-            op: if write {
-                SendOp::RdmaWrite(at)
-            } else {
-                SendOp::RdmaRead(at)
+            op: match self.imm_at {
+                Some((end, imm)) if write && offset.checked_add(len as u64) == Some(end) => {
+                    SendOp::RdmaWriteWithImm(at, imm)
+                }
+                _ if write => SendOp::RdmaWrite(at),
+                _ => SendOp::RdmaRead(at),
             },
             sg_list: vec![sge],
             signaled: true,

@@ -48,6 +48,20 @@ pub struct Pair {
 }
 
 impl Pair {
+    /// A QP and its CQ that are in no table (a hipobj-rc-v2 session's), for
+    /// a transfer's [`super::mover::Initiator::Rc`].
+    pub fn standalone(access_key: &str, qp: QueuePair, cq: AsyncCq) -> Arc<Pair> {
+        Arc::new(Pair {
+            access_key: access_key.to_string(),
+            qp,
+            cq,
+            busy: tokio::sync::Mutex::new(()),
+            last_used: Mutex::new(Instant::now()),
+            last_probed: Mutex::new(None),
+            reclaimed: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
     /// Whether it was released (see the module's doc).
     pub fn is_reclaimed(&self) -> bool {
         self.reclaimed.load(std::sync::atomic::Ordering::Acquire)

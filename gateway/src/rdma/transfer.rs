@@ -25,4 +25,17 @@ pub(crate) struct Transfer<'a> {
     pub upstream: &'a Arc<dyn Upstream>,
     /// The request's id, for the answer.
     pub request_id: &'a str,
+    /// A hipobj-rc-v2 GET: exactly this many bytes, the last piece written
+    /// with this immediate, and their checksum in the answer.
+    pub v2: Option<V2Get>,
+}
+
+/// What a hipobj-rc-v2 GET asks of the data phase beyond a v1 GET.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct V2Get {
+    /// The bytes the client expects (the object or range must be exactly
+    /// these).
+    pub size: u64,
+    /// The immediate of the last WRITE (the cookie).
+    pub imm: u32,
 }
