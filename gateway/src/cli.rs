@@ -216,6 +216,11 @@ pub struct CommonArgs {
     /// The share of --chunk-buffer-mib one access key may hold.
     #[arg(long, env = "HIPOBJ_CHUNK_BUFFER_PER_KEY_MIB", default_value = "64", value_parser = at_least_one, value_name = "MIB")]
     pub chunk_buffer_per_key_mib: usize,
+    /// Refuse requests that carry no authentication (403) instead of
+    /// passing them to the store unsigned, where its ACLs and policies
+    /// decide (public-read objects, CORS preflights).
+    #[arg(long, env = "HIPOBJ_REFUSE_ANONYMOUS")]
+    pub refuse_anonymous: bool,
     /// Connections one client address may hold (default: half of
     /// --max-connections); at it, its own connection that has waited
     /// longest for a request is closed to make room, or the new one is
@@ -472,6 +477,7 @@ impl CommonArgs {
             post_upload_timeout: self.post_upload_timeout,
             chunk_buffer_bytes: (self.chunk_buffer_mib as u64).saturating_mul(1 << 20),
             chunk_buffer_per_key: (self.chunk_buffer_per_key_mib as u64).saturating_mul(1 << 20),
+            anonymous_to_store: !self.refuse_anonymous,
         }
     }
 
@@ -786,6 +792,7 @@ mod tests {
                 post_upload_timeout: Duration::from_secs(300),
                 chunk_buffer_bytes: 256 << 20,
                 chunk_buffer_per_key: 64 << 20,
+                anonymous_to_store: true,
             }
         );
         for (flag, value) in [

@@ -363,6 +363,11 @@ pub struct ServerConfig {
     pub chunk_buffer_bytes: u64,
     /// The share of that one access key may hold.
     pub chunk_buffer_per_key: u64,
+    /// Requests with no authentication at all go to the store unsigned, as
+    /// the client sent them (the store's ACLs, bucket policies and CORS
+    /// rules decide: public-read objects, preflights); `false`: they are
+    /// refused with 403.
+    pub anonymous_to_store: bool,
 }
 
 impl Default for ServerConfig {
@@ -379,6 +384,7 @@ impl Default for ServerConfig {
             post_upload_timeout: Duration::from_secs(15 * 60),
             chunk_buffer_bytes: defaults::CHUNK_BUFFER_BYTES,
             chunk_buffer_per_key: defaults::CHUNK_BUFFER_PER_KEY,
+            anonymous_to_store: true,
         }
     }
 }

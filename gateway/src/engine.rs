@@ -89,6 +89,7 @@ impl Engine {
                 region: cfg.region.clone(),
                 max_skew: cfg.max_skew,
                 token_alias: cfg.rdma.token_alias.clone(),
+                anonymous_to_store: cfg.server.anonymous_to_store,
             },
             upstream,
             rdma,
@@ -189,6 +190,15 @@ impl Engine {
                     .into_response(&request_id)
                 }
             };
+        }
+        // A request without any authentication: the store decides it, as
+        // the client sent it (never signed with a tenant's or the store's
+        // key).
+        if self.auth.anonymous_to_store && auth::is_anonymous(&parts) {
+            if let Some(u) = path_style {
+                parts.uri = u;
+            }
+            return self.anonymous(parts, body, &request_id).await;
         }
         // SigV2 signs the path-style path (see `auth::verify_addressed`).
         let path_style_path = parts.uri.path().to_string();
@@ -337,6 +347,60 @@ impl Engine {
                     Err(e) => e.into_response(&request_id),
                 }
             }
+        }
+    }
+}
+
+impl Engine {
+    /// An anonymous request, to the store unsigned. An RDMA request (a
+    /// token, or a hipobj-rc-v2 control request) is never served
+    /// anonymously: the token decides where the gateway's RDMA goes.
+    async fn anonymous(
+        &self,
+        mut parts: http::request::Parts,
+        body: Body,
+        request_id: &str,
+    ) -> Response<Body> {
+        let rdma = parts
+            .headers
+            .keys()
+            .any(|k| k.as_str().starts_with("x-amz-rdma-"))
+            || self
+                .auth
+                .token_alias
+                .as_deref()
+                .is_some_and(|a| parts.headers.contains_key(a))
+            || crate::rdma::v2::control(&parts).is_some();
+        if rdma {
+            crate::metrics::auth_failure("AccessDenied");
+            return crate::rdma::reply::with_reply(
+                S3Error::access_denied("an RDMA request must be signed".to_string())
+                    .into_response(request_id),
+                "403",
+            );
+        }
+        let op = crate::s3op::operation_name(&parts.method, &parts.uri, &parts.headers);
+        crate::metrics::request(op, crate::metrics::PATH_HTTP);
+        crate::metrics::anonymous_request();
+        tracing::debug!(method = %parts.method, path = parts.uri.path(), "anonymous request, to the store unsigned");
+        parts.extensions.insert(crate::tenancy::Anonymous);
+        let length = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        match crate::proxy::forward_with_trailer(
+            self.upstream.as_ref(),
+            parts,
+            body,
+            length,
+            Payload::Unsigned,
+            None,
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => e.into_response(request_id),
         }
     }
 }

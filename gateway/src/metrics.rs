@@ -95,6 +95,8 @@ pub const STORE_DIRECT_BYTES: &str = "hipobj_rdma_store_direct_bytes_total";
 pub const HTTP_REQUESTS_IN_FLIGHT: &str = "hipobj_http_requests_in_flight";
 /// Client connections the front closed itself, by `reason`.
 pub const HTTP_CONNECTIONS_CLOSED: &str = "hipobj_http_connections_closed_total";
+/// Counter: requests without authentication passed to the store unsigned.
+pub const ANONYMOUS: &str = "hipobj_anonymous_requests_total";
 /// Gauge: hipobj-rc-v2 sessions (prepared or transferring).
 pub const RC_V2_SESSIONS: &str = "hipobj_rc_v2_sessions";
 /// Gauge: hipobj-rc-v2 data phases under way.
@@ -212,6 +214,10 @@ fn describe() {
         HTTP_REQUESTS_IN_FLIGHT,
         "Requests read and not yet answered whole"
     );
+    describe_counter!(
+        ANONYMOUS,
+        "Requests without authentication passed to the store unsigned"
+    );
     describe_gauge!(
         RC_V2_SESSIONS,
         "hipobj-rc-v2 sessions, prepared or transferring"
@@ -259,6 +265,11 @@ pub fn render(now: &[Gauges]) -> Response<Body> {
         http::HeaderValue::from_static("text/plain; version=0.0.4"),
     );
     r
+}
+
+/// An anonymous request passed to the store.
+pub fn anonymous_request() {
+    counter!(ANONYMOUS).increment(1);
 }
 
 /// hipobj-rc-v2's gauges now.

@@ -308,6 +308,106 @@ fn rc_v2_through_the_gateway_to_an_external_store() {
     drop(gateway);
 }
 
+/// Anonymous requests go to the store unsigned, where its ACLs decide: a
+/// private object is refused by the store (had the gateway signed the
+/// request with its key, the store would serve it), a public-read one
+/// (where the store has ACLs: RGW; s3s-fs has none) is served; an
+/// anonymous RDMA request is refused by the gateway; `--refuse-anonymous`
+/// refuses them all itself.
+#[test]
+fn anonymous_requests_reach_the_store_unsigned() {
+    let Some((store, _fs)) = external_store("anonymous_requests_reach_the_store_unsigned") else {
+        return;
+    };
+    let direct = store.s3();
+    let args: Vec<String> = store.gateway_args();
+    let env = store.gateway_env();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let gateway = gateway_with(gateway_bin(), &args, &env);
+    let gw = S3::new(&gateway.url);
+    let bucket = unique("anon");
+    gw.create_bucket(&bucket);
+    let data = pattern(400, 1000);
+    assert_eq!(
+        gw.put_plain(&format!("/{bucket}/private"), data.clone())
+            .status,
+        StatusCode::OK
+    );
+
+    // Private: the store's refusal, as it would answer the client itself.
+    let straight = direct.get_unsigned(&format!("/{bucket}/private"));
+    let through = gw.get_unsigned(&format!("/{bucket}/private"));
+    assert_eq!(through.status, straight.status, "{}", through.text());
+    assert!(
+        through.status == StatusCode::FORBIDDEN,
+        "{}",
+        through.text()
+    );
+    assert_eq!(through.code(), straight.code());
+    assert!(gw.metric("hipobj_anonymous_requests_total", &[]) >= 1.0);
+
+    // Public-read, where the store keeps ACLs.
+    let acl = gw.send(
+        Method::PUT,
+        &format!("/{bucket}/public?acl"),
+        &[("x-amz-acl", "public-read")],
+        Vec::new(),
+        false,
+    );
+    assert_eq!(
+        gw.put_plain(&format!("/{bucket}/public"), data.clone())
+            .status,
+        StatusCode::OK
+    );
+    let acl = if acl.status == StatusCode::NOT_FOUND {
+        // The object did not exist yet: set the ACL now.
+        gw.send(
+            Method::PUT,
+            &format!("/{bucket}/public?acl"),
+            &[("x-amz-acl", "public-read")],
+            Vec::new(),
+            false,
+        )
+    } else {
+        acl
+    };
+    if acl.status == StatusCode::OK {
+        let a = gw.get_unsigned(&format!("/{bucket}/public"));
+        assert_eq!(
+            a.status,
+            StatusCode::OK,
+            "a public-read object, anonymously: {}",
+            a.text()
+        );
+        assert!(a.body[..] == data[..]);
+    } else {
+        eprintln!(
+            "anonymous_requests_reach_the_store_unsigned: the store keeps no object ACLs ({}): public-read not checked",
+            acl.status
+        );
+    }
+    // An anonymous RDMA request: refused by the gateway.
+    let a = gw.get_unsigned_with(
+        &format!("/{bucket}/private"),
+        &[("x-amz-rdma-token", &"0".repeat(88))],
+    );
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    assert_eq!(a.reply().as_deref(), Some("403"));
+    drop(gateway);
+
+    // Refused by the gateway itself when told so.
+    let mut args: Vec<String> = store.gateway_args();
+    args.push("--refuse-anonymous".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gateway = gateway_with(gateway_bin(), &args, &env);
+    let gw2 = S3::new(&gateway.url);
+    let a = gw2.get_unsigned(&format!("/{bucket}/public"));
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    assert_eq!(a.code().as_deref(), Some("AccessDenied"));
+    assert_eq!(gw2.metric("hipobj_anonymous_requests_total", &[]), 0.0);
+}
+
 /// A setting out of range stops the gateway before it serves, with the
 /// flag named; a variable counts as its flag.
 #[test]

@@ -50,7 +50,7 @@ use crate::tenancy::Policy;
 pub use chunked::{decode_body, decode_body_with_trailers, TrailingHeaders};
 pub use error::AuthError;
 pub use sign::sign_request;
-pub use verify::{verify, verify_addressed};
+pub use verify::{is_anonymous, verify, verify_addressed};
 
 /// The largest aws-chunked chunk accepted (and so buffered): 16 MiB.
 pub const MAX_CHUNK_SIZE: u64 = 16 << 20;
@@ -134,6 +134,9 @@ pub struct AuthSettings {
     /// A second name for `x-amz-rdma-token` (Dell ObjectScale's clients send
     /// `x-rdma-info`), lowercase; `None`: only the standard name.
     pub token_alias: Option<String>,
+    /// Requests with no authentication at all go to the store unsigned
+    /// (its ACLs and policies decide); `false`: they are refused (403).
+    pub anonymous_to_store: bool,
 }
 
 impl Default for AuthSettings {
@@ -143,6 +146,7 @@ impl Default for AuthSettings {
             region: "us-east-1".to_string(),
             max_skew: Duration::from_secs(15 * 60),
             token_alias: None,
+            anonymous_to_store: false,
         }
     }
 }

@@ -143,6 +143,24 @@ struct Signed {
     query: String,
 }
 
+/// Whether a request carries no authentication at all: no
+/// `Authorization` header and none of the query parameters of a presigned
+/// URL (SigV4's or SigV2's). Such a request is anonymous: the store's
+/// ACLs and policies decide it (`--anonymous store`), or it is refused.
+pub fn is_anonymous(parts: &Parts) -> bool {
+    if parts.headers.contains_key(AUTHORIZATION) {
+        return false;
+    }
+    let pairs = canonical::query_pairs(parts.uri.query().unwrap_or(""));
+    !pairs.iter().any(|(k, _)| {
+        k == Q_ALGORITHM
+            || k == Q_CREDENTIAL
+            || k == Q_SIGNATURE
+            || k == b"AWSAccessKeyId"
+            || k == b"Signature"
+    })
+}
+
 fn verify_inner(
     parts: &Parts,
     path_style: &str,

@@ -28,12 +28,21 @@ use crate::keys::KeyPair;
 #[derive(Clone, Debug)]
 pub struct StoreIdentity(pub Arc<KeyPair>);
 
+/// A request extension: the client's request was anonymous, and so is
+/// the request to the store (sent unsigned).
+#[derive(Clone, Copy, Debug)]
+pub struct Anonymous;
+
 impl StoreIdentity {
     /// Copies the identity of the client's request (`from`) onto a request
-    /// to the store (`to`), if it has one.
+    /// to the store (`to`), if it has one (a tenant's store key, or none at
+    /// all: [`Anonymous`]).
     pub fn carry(from: &http::Extensions, to: &mut http::Extensions) {
         if let Some(id) = from.get::<StoreIdentity>() {
             to.insert(id.clone());
+        }
+        if from.get::<Anonymous>().is_some() {
+            to.insert(Anonymous);
         }
     }
 }

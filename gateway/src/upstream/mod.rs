@@ -294,6 +294,16 @@ pub(crate) fn sign(
     region: &str,
     payload: &Payload,
 ) -> Result<(), UpstreamError> {
+    if req
+        .extensions()
+        .get::<crate::tenancy::Anonymous>()
+        .is_some()
+    {
+        // The client's anonymous request stays anonymous: no key of ours
+        // or a tenant's signs it.
+        req.headers_mut().remove(http::header::AUTHORIZATION);
+        return Ok(());
+    }
     let tenant = req
         .extensions()
         .get::<crate::tenancy::StoreIdentity>()
