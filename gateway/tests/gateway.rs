@@ -25,6 +25,7 @@ mod post_object;
 mod proxy_forward;
 mod proxy_headers;
 mod rc_v2;
+mod rgw_failover;
 mod s3_edges;
 mod server_shutdown;
 mod sigv2;
