@@ -92,6 +92,10 @@ typedef struct {
     int hipError;
 } hipObjError_t;
 
+/* The hipError of a v2 transfer that failed hipObjBusy because its
+   deadline expired ("TIME"), as against a busy server. */
+#define HIPOBJ_DIAG_DEADLINE_EXPIRED 0x54494D45
+
 /* A success value, for comparisons and for code that returns one. */
 #ifdef __cplusplus
 #define HIPOBJ_SUCCESS (hipObjError_t{hipObjSuccess, 0})
@@ -327,6 +331,173 @@ HIPOBJ_API hipObjError_t hipObjCompleteRdmaHandshake(const char* reply,
 HIPOBJ_API hipObjError_t hipObjGetRdmaTokenAt(const void* devPtr,
                                               off_t offset, size_t size,
                                               int op, char** outToken);
+
+/*
+ * ---- hipobj-rc-v2: two control round trips -------------------------
+ *
+ * The types and functions below follow the newest public revision of AMD
+ * hipObject's include/hipobj.h that has them (the one that split READY
+ * into sendReadyRequest + finishReady and added the deadlines, the NIC
+ * fields, clientQpn/clientMrAddr/clientMrRkey, the staging fields of
+ * hipObjPrepareReplyV2_t and cookiePresent; later than a8fda08, which
+ * had one sendReady callback): the same fields, in the same order, with
+ * the same types. hipObject marks this API experimental.
+ *
+ * The protocol (docs/protocol.md, "hipobj-rc-v2"): three body-less,
+ * SigV4-signed POSTs to the control endpoint, /.hipobj-rc/prepare,
+ * /.hipobj-rc/ready and /.hipobj-rc/cancel, every x-amz-rdma-* header
+ * signed. The library makes a QP of its own per transfer, draws the PSN
+ * and the cookie from the OS, and:
+ *
+ *  1. sendPrepare: x-amz-rdma-protocol: hipobj-rc-v2, -token (req->token),
+ *     -psn (req->clientPsn, 6 hex digits), -cookie (req->cookie, 8 hex
+ *     digits), -op (req->method), -target (req->target), -size, and
+ *     -offset when not 0. Fill out from the answer: httpStatus,
+ *     protocolEcho, unsupportedMarker (x-amz-rdma-protocol-status:
+ *     unsupported), serverToken (the token after "200:" in
+ *     x-amz-rdma-reply), session, serverPsn, and for a PUT the staging
+ *     region (x-amz-rdma-mr-addr/-rkey, stagingPresent = 1).
+ *  2. The library connects its QP to the server's. A PUT writes the bytes
+ *     into the staging region (one RDMA WRITE_WITH_IMM) and waits for
+ *     its completion; a GET posts a receive.
+ *  3. sendReadyRequest then finishReady: x-amz-rdma-protocol, -session
+ *     (req->session), -cookie, -qpn (req->clientQpn, hex), and for a GET
+ *     -mr-addr/-mr-rkey (req->clientMrAddr/clientMrRkey, hex; 0 for a
+ *     PUT: send neither). The server moves a GET's bytes during READY.
+ *     finishReady fills out from the answer (FINAL): httpStatus,
+ *     protocolEcho, bytes (x-amz-rdma-bytes-transferred), cookieEcho and
+ *     cookiePresent (x-amz-rdma-cookie), etag (x-amz-rdma-etag),
+ *     versionId (x-amz-rdma-version-id), checksumB64 (the 12 characters
+ *     after "CRC64NVME " in x-amz-rdma-checksum).
+ *  4. After any failure once a session exists: one sendCancel
+ *     (x-amz-rdma-protocol, -session, -cookie). Nothing is retried after
+ *     READY.
+ *
+ * Outcomes: success needs PREPARE 200, FINAL 200 (or 204 for a PUT), the
+ * cookie echoed, bytes == size and, when checksumB64 is given, the
+ * CRC-64/NVME of the bytes (checked for host and staged buffers).
+ * 501 with the unsupported marker is hipObjNotSupported (fall back);
+ * 400 and 403 hipObjInvalidValue; 409, 429 and 503 hipObjBusy (retry
+ * with a new transfer); 413 hipObjSizeTooLarge; 502 hipObjRdmaError;
+ * any other status hipObjS3Error; a malformed answer, a wrong cookie
+ * echo, a short transfer or a checksum mismatch hipObjRdmaError; a
+ * negative callback return hipObjS3Error; the deadline expiring
+ * hipObjBusy with hipError HIPOBJ_DIAG_DEADLINE_EXPIRED.
+ *
+ * Differences from hipObject's library: host buffers (hipObjBufRegisterHost)
+ * and staged GPU buffers are accepted as well as GPU memory registered
+ * directly; connectDeadlineMs and cancelCleanupBudgetMs are accepted and
+ * not used (the connect is local and immediate; the CANCEL gets what is
+ * left of the transfer's deadline, at least 1 s); the v1 functions keep
+ * working after hipObjInitV2. hipObjNicV2 and its siblings are not
+ * provided (req->nic, nicPort and nicGidIndex carry the same facts).
+ */
+
+/* The control endpoint. */
+typedef struct {
+    const char* controlEndpoint; /* "http(s)://host:port"; copied */
+} hipObjControlEndpointV2_t;
+
+/* hipObjInitV2()'s configuration. Zero what is not used. */
+typedef struct {
+    hipObjConfig_t v1;                 /* as hipObjInit() */
+    hipObjControlEndpointV2_t control; /* required */
+    uint32_t connectDeadlineMs;        /* 0: 10 s (accepted, not used) */
+    uint32_t transferDeadlineMs;       /* 0: 60 s; bounds the whole transfer,
+                                          callbacks included (also
+                                          HIPOBJ_TRANSFER_TIMEOUT_MS) */
+    uint32_t cancelCleanupBudgetMs;    /* 0: 1 s (accepted, not used) */
+} hipObjConfigV2_t;
+
+typedef struct hipObjOpsV2 hipObjOpsV2_t;
+
+/* What a callback sends. Strings are the library's, valid during the
+   call only. */
+typedef struct {
+    const char* method;   /* "GET" or "PUT" */
+    const char* bucket;
+    const char* key;
+    const char* query;    /* as given, or NULL */
+    const char* token;    /* the client's 88-hex token */
+    const char* session;  /* READY and CANCEL; NULL for PREPARE */
+    const char* target;   /* the x-amz-rdma-target value */
+    uint64_t size;
+    uint64_t offset;      /* into the object */
+    uint32_t cookie;
+    uint32_t clientPsn;   /* 1..0xffffff */
+    uint32_t deadlineMs;  /* what is left of the transfer's budget */
+    uint32_t remainingMs; /* this callback's budget */
+    const hipObjControlEndpointV2_t* endpoint; /* from hipObjInitV2(), or NULL */
+    const char* nic;       /* the RDMA device */
+    int nicPort;
+    int nicGidIndex;
+    uint32_t clientQpn;    /* READY: the library's QP number; else 0 */
+    uint64_t clientMrAddr; /* READY of a GET: where the bytes go; else 0 */
+    uint32_t clientMrRkey; /* READY of a GET: its rkey; else 0 */
+} hipObjTransferReqV2_t;
+
+/* PREPARE's answer, filled by sendPrepare (zeroed before the call). */
+typedef struct {
+    int httpStatus;
+    int protocolEcho;      /* 1: x-amz-rdma-protocol: hipobj-rc-v2 came */
+    int unsupportedMarker; /* 1: x-amz-rdma-protocol-status: unsupported came */
+    char serverToken[97];  /* 88 hex digits + NUL */
+    char session[65];      /* 32 hex digits + NUL */
+    uint32_t serverPsn;    /* 1..0xffffff; 0: absent */
+    uint64_t stagingAddr;  /* PUT: the server's staging region */
+    uint32_t stagingRkey;
+    int stagingPresent;    /* 1 when both staging fields came */
+} hipObjPrepareReplyV2_t;
+
+/* READY's answer (FINAL), filled by finishReady (zeroed before the call). */
+typedef struct {
+    int httpStatus;
+    int protocolEcho;
+    uint64_t bytes;
+    uint32_t cookieEcho;
+    char etag[128];       /* or empty */
+    char versionId[128];  /* or empty */
+    char checksumB64[13]; /* 12 base64 characters + NUL, or empty */
+    int cookiePresent;    /* 1 when the cookie echo came */
+} hipObjFinalReplyV2_t;
+
+/* The application's control requests. Each returns 0, or a negative value
+   on failure (the transfer then fails hipObjS3Error). sendReadyRequest
+   sends READY and finishReady reads its answer; the library calls them
+   back to back (an application may as well do the whole round trip in
+   either). v1 is not used. All four are required. They run on the
+   calling thread with no library lock held. */
+struct hipObjOpsV2 {
+    hipObjOps_t v1;
+    int (*sendPrepare)(void* ctx, const hipObjTransferReqV2_t* req,
+                       hipObjPrepareReplyV2_t* out);
+    int (*sendReadyRequest)(void* ctx, const hipObjTransferReqV2_t* req);
+    int (*finishReady)(void* ctx, const hipObjTransferReqV2_t* req,
+                       hipObjFinalReplyV2_t* out);
+    int (*sendCancel)(void* ctx, const hipObjTransferReqV2_t* req);
+};
+
+/* hipObjInit() for v2 transfers: the same library, plus the control
+   endpoint and the transfer deadline. hipObjAlreadyInitialized when either
+   init ran already. control.controlEndpoint is required. */
+HIPOBJ_API hipObjError_t hipObjInitV2(hipObjConfigV2_t* config);
+
+/* A v2 GET: size bytes (1 to 2^31 - 1; more is hipObjSizeTooLarge) of the
+   object from offset (offset + size at most 2^31 - 1) into the start of
+   the buffer registered at devPtr. query: NULL, or "partNumber=N" for a
+   part. */
+HIPOBJ_API hipObjError_t hipObjGetV2(const char* bucket, const char* key,
+                                     void* devPtr, uint64_t size,
+                                     uint64_t offset, const char* query,
+                                     hipObjOpsV2_t* ops, void* ctx);
+
+/* A v2 PUT of the first size bytes of the buffer registered at devPtr;
+   offset must be 0. query: NULL, or "uploadId=U&partNumber=N" for an
+   UploadPart. */
+HIPOBJ_API hipObjError_t hipObjPutV2(const char* bucket, const char* key,
+                                     const void* devPtr, uint64_t size,
+                                     uint64_t offset, const char* query,
+                                     hipObjOpsV2_t* ops, void* ctx);
 
 #ifdef __cplusplus
 } /* extern "C" */

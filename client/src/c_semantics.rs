@@ -118,3 +118,53 @@ pub fn parse_rdma_reply(reply: &[u8]) -> Result<i32> {
 pub fn token_client_nic(token: &str) -> Result<String> {
     transfer::token_client_nic(token)
 }
+
+/// `hipObjInitV2`: `hipObjInit`, a transfer deadline (`None` for the
+/// default) and the control endpoint handed to the v2 callbacks.
+pub fn init_v2(
+    config: &Config,
+    transfer_deadline: Option<std::time::Duration>,
+    control_endpoint: std::ffi::CString,
+) -> Result<()> {
+    let mut options = Options::from_env();
+    if let Some(d) = transfer_deadline {
+        options.transfer_timeout = d;
+    }
+    let platform = system_platform(options.provider)?;
+    init_v2_with(platform, options, config, control_endpoint)
+}
+
+/// `hipObjInitV2` with a given platform and options (tests).
+pub fn init_v2_with(
+    platform: Platform,
+    options: Options,
+    config: &Config,
+    control_endpoint: std::ffi::CString,
+) -> Result<()> {
+    instance::init_with(platform, options, config)?;
+    if let Ok(inst) = current() {
+        let _ = inst.v2_endpoint.set(control_endpoint);
+    }
+    Ok(())
+}
+
+/// `hipObjGetV2` / `hipObjPutV2`: a hipobj-rc-v2 transfer of the buffer
+/// registered at `addr`, from its start, through the C callbacks.
+pub fn transfer_v2(
+    op: hipobj_wire::rc_v2::Op,
+    addr: usize,
+    t: &crate::v2::V2Transfer,
+    ops: Option<&crate::ffi::HipObjOpsV2>,
+    ctx: *mut std::ffi::c_void,
+) -> Result<()> {
+    let inst = current()?;
+    let mut ops = crate::ffi::CallbackOpsV2::new(
+        ops,
+        ctx,
+        inst.v2_endpoint.get().cloned(),
+        &inst.chosen.nic,
+        inst.device.port,
+        inst.device.gid_index,
+    )?;
+    crate::v2::run(&inst, op, addr, t, &mut ops).map(|_| ())
+}

@@ -391,6 +391,27 @@ impl Registered<'_, '_> {
         )
     }
 
+    /// A hipobj-rc-v2 GET (`crate::v2`): `t.size` bytes of the object (or
+    /// part) `t.target` names, from `t.object_offset`, into the buffer at
+    /// `t.buffer_offset`, through the application's control requests.
+    pub fn get_v2(
+        &self,
+        t: &crate::v2::V2Transfer,
+        ops: &mut dyn crate::v2::V2Ops,
+    ) -> Result<hipobj_wire::rc_v2::Final> {
+        crate::v2::get(&self.inner.lib.inst, self.inner.addr, t, ops)
+    }
+
+    /// A hipobj-rc-v2 PUT (or UploadPart, by the target's query) of
+    /// `t.size` bytes at `t.buffer_offset` of the buffer.
+    pub fn put_v2(
+        &self,
+        t: &crate::v2::V2Transfer,
+        ops: &mut dyn crate::v2::V2Ops,
+    ) -> Result<hipobj_wire::rc_v2::Final> {
+        crate::v2::put(&self.inner.lib.inst, self.inner.addr, t, ops)
+    }
+
     /// Starts a GET (`Direction::Get`) or PUT of `size` bytes at `offset`
     /// that the caller drives request by request (see
     /// [`transfer::Stepwise`]); `Ok(None)` when it must go through

@@ -50,6 +50,9 @@ pub struct Instance {
     pub options: Options,
     /// The outside world.
     pub(crate) platform: Platform,
+    /// The control endpoint `hipObjInitV2` named (handed to the v2
+    /// callbacks).
+    pub(crate) v2_endpoint: std::sync::OnceLock<std::ffi::CString>,
 }
 
 impl Instance {
@@ -114,6 +117,7 @@ impl Instance {
             },
             options,
             platform,
+            v2_endpoint: std::sync::OnceLock::new(),
         })
     }
 

@@ -34,6 +34,7 @@ pub mod select;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod transfer;
+pub mod v2;
 
 pub use buffer::Direction;
 pub use config::Config;
@@ -41,6 +42,7 @@ pub use error::{Error, OpError, Result};
 pub use handle::{Hipobj, PairGoodbye, Registered};
 pub use options::Options;
 pub use transfer::{S3Ops, SyncDirection};
+pub use v2::{V2Ops, V2Response, V2Transfer};
 
 /// hipObject's version this library is compatible with.
 pub const VERSION: (u32, u32, u32) = (0, 1, 0);

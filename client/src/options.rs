@@ -16,6 +16,9 @@ pub const ENV_DMABUF: &str = "HIPOBJ_DMABUF";
 pub const ENV_REQUIRE_GPU_DIRECT: &str = "HIPOBJ_REQUIRE_GPU_DIRECT";
 /// `HIPOBJ_RDMA_DEBUG`: any value not starting `0` reports failed dma-buf exports.
 pub const ENV_RDMA_DEBUG: &str = "HIPOBJ_RDMA_DEBUG";
+/// `HIPOBJ_TRANSFER_TIMEOUT_MS`: the whole-transfer deadline of a
+/// hipobj-rc-v2 transfer (default 60000, at most 24 hours).
+pub const ENV_TRANSFER_TIMEOUT_MS: &str = "HIPOBJ_TRANSFER_TIMEOUT_MS";
 /// `HIPOBJ_PROVIDER`: `soft` (the software provider), `verbs` (libibverbs),
 /// or `auto` (default: libibverbs when it lists a device, else soft).
 pub const ENV_PROVIDER: &str = "HIPOBJ_PROVIDER";
@@ -47,6 +50,9 @@ pub struct Options {
     pub rdma_debug: bool,
     /// The provider.
     pub provider: ProviderChoice,
+    /// A hipobj-rc-v2 transfer's deadline: every control request and every
+    /// wait for a completion fits in it.
+    pub transfer_timeout: Duration,
 }
 
 impl Default for Options {
@@ -58,6 +64,7 @@ impl Default for Options {
             require_gpu_direct: false,
             rdma_debug: false,
             provider: ProviderChoice::Auto,
+            transfer_timeout: crate::v2::DEFAULT_TRANSFER_DEADLINE,
         }
     }
 }
@@ -90,6 +97,11 @@ impl Options {
             get(ENV_STAGE_TIMEOUT_MS).and_then(|v| parse_range(&v, 1, 24 * 3600 * 1000))
         {
             o.stage_timeout = Duration::from_millis(n);
+        }
+        if let Some(n) =
+            get(ENV_TRANSFER_TIMEOUT_MS).and_then(|v| parse_range(&v, 1, 24 * 3600 * 1000))
+        {
+            o.transfer_timeout = Duration::from_millis(n);
         }
         if let Some(v) = get(ENV_DMABUF) {
             o.dmabuf = !starts_with_no(&v);

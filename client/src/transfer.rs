@@ -59,7 +59,12 @@ fn check_args(addr: usize, size: usize, offset: i64) -> Result<u64> {
 }
 
 /// Finds the buffer and checks the range and any copy still running.
-fn lookup(inst: &Instance, addr: usize, size: usize, offset: i64) -> Result<(Arc<BufEntry>, u64)> {
+pub(crate) fn lookup(
+    inst: &Instance,
+    addr: usize,
+    size: usize,
+    offset: i64,
+) -> Result<(Arc<BufEntry>, u64)> {
     let off = check_args(addr, size, offset)?;
     let entry = inst.buffers.find(addr)?;
     entry.check_range(off, size as u64)?;
@@ -73,7 +78,7 @@ fn lookup(inst: &Instance, addr: usize, size: usize, offset: i64) -> Result<(Arc
 
 /// Copies between a staged buffer and its staging memory, with the
 /// deadline; a copy that misses it is handed to the abandoned list.
-fn stage_copy(
+pub(crate) fn stage_copy(
     inst: &Instance,
     entry: &Arc<BufEntry>,
     dir: SyncDirection,

@@ -12,7 +12,10 @@
 
 #![forbid(unsafe_code)]
 
-use hipobj::ffi::{self, HipObjConfig, HipObjError, HipObjOps};
+use hipobj::ffi::{
+    self, HipObjConfig, HipObjConfigV2, HipObjControlEndpointV2, HipObjError, HipObjFinalReplyV2,
+    HipObjOps, HipObjOpsV2, HipObjPrepareReplyV2, HipObjTransferReqV2,
+};
 use hipobj::OpError;
 use hipobj_c_layout::{Checks, Program};
 use std::collections::BTreeSet;
@@ -142,6 +145,162 @@ fn checks() -> Checks {
     ] {
         c.offset("hipObjConfig_t", c_name, rust);
     }
+
+    // hipobj-rc-v2.
+    c.layout(
+        "hipObjControlEndpointV2_t",
+        size_of::<HipObjControlEndpointV2>(),
+        align_of::<HipObjControlEndpointV2>(),
+    );
+    c.offset(
+        "hipObjControlEndpointV2_t",
+        "controlEndpoint",
+        offset_of!(HipObjControlEndpointV2, control_endpoint),
+    );
+    c.layout(
+        "hipObjConfigV2_t",
+        size_of::<HipObjConfigV2>(),
+        align_of::<HipObjConfigV2>(),
+    );
+    for (c_name, rust) in [
+        ("v1", offset_of!(HipObjConfigV2, v1)),
+        ("control", offset_of!(HipObjConfigV2, control)),
+        (
+            "connectDeadlineMs",
+            offset_of!(HipObjConfigV2, connect_deadline_ms),
+        ),
+        (
+            "transferDeadlineMs",
+            offset_of!(HipObjConfigV2, transfer_deadline_ms),
+        ),
+        (
+            "cancelCleanupBudgetMs",
+            offset_of!(HipObjConfigV2, cancel_cleanup_budget_ms),
+        ),
+    ] {
+        c.offset("hipObjConfigV2_t", c_name, rust);
+    }
+    c.layout(
+        "hipObjTransferReqV2_t",
+        size_of::<HipObjTransferReqV2>(),
+        align_of::<HipObjTransferReqV2>(),
+    );
+    for (c_name, rust) in [
+        ("method", offset_of!(HipObjTransferReqV2, method)),
+        ("bucket", offset_of!(HipObjTransferReqV2, bucket)),
+        ("key", offset_of!(HipObjTransferReqV2, key)),
+        ("query", offset_of!(HipObjTransferReqV2, query)),
+        ("token", offset_of!(HipObjTransferReqV2, token)),
+        ("session", offset_of!(HipObjTransferReqV2, session)),
+        ("target", offset_of!(HipObjTransferReqV2, target)),
+        ("size", offset_of!(HipObjTransferReqV2, size)),
+        ("offset", offset_of!(HipObjTransferReqV2, offset)),
+        ("cookie", offset_of!(HipObjTransferReqV2, cookie)),
+        ("clientPsn", offset_of!(HipObjTransferReqV2, client_psn)),
+        ("deadlineMs", offset_of!(HipObjTransferReqV2, deadline_ms)),
+        ("remainingMs", offset_of!(HipObjTransferReqV2, remaining_ms)),
+        ("endpoint", offset_of!(HipObjTransferReqV2, endpoint)),
+        ("nic", offset_of!(HipObjTransferReqV2, nic)),
+        ("nicPort", offset_of!(HipObjTransferReqV2, nic_port)),
+        (
+            "nicGidIndex",
+            offset_of!(HipObjTransferReqV2, nic_gid_index),
+        ),
+        ("clientQpn", offset_of!(HipObjTransferReqV2, client_qpn)),
+        (
+            "clientMrAddr",
+            offset_of!(HipObjTransferReqV2, client_mr_addr),
+        ),
+        (
+            "clientMrRkey",
+            offset_of!(HipObjTransferReqV2, client_mr_rkey),
+        ),
+    ] {
+        c.offset("hipObjTransferReqV2_t", c_name, rust);
+    }
+    c.layout(
+        "hipObjPrepareReplyV2_t",
+        size_of::<HipObjPrepareReplyV2>(),
+        align_of::<HipObjPrepareReplyV2>(),
+    );
+    for (c_name, rust) in [
+        ("httpStatus", offset_of!(HipObjPrepareReplyV2, http_status)),
+        (
+            "protocolEcho",
+            offset_of!(HipObjPrepareReplyV2, protocol_echo),
+        ),
+        (
+            "unsupportedMarker",
+            offset_of!(HipObjPrepareReplyV2, unsupported_marker),
+        ),
+        (
+            "serverToken",
+            offset_of!(HipObjPrepareReplyV2, server_token),
+        ),
+        ("session", offset_of!(HipObjPrepareReplyV2, session)),
+        ("serverPsn", offset_of!(HipObjPrepareReplyV2, server_psn)),
+        (
+            "stagingAddr",
+            offset_of!(HipObjPrepareReplyV2, staging_addr),
+        ),
+        (
+            "stagingRkey",
+            offset_of!(HipObjPrepareReplyV2, staging_rkey),
+        ),
+        (
+            "stagingPresent",
+            offset_of!(HipObjPrepareReplyV2, staging_present),
+        ),
+    ] {
+        c.offset("hipObjPrepareReplyV2_t", c_name, rust);
+    }
+    c.layout(
+        "hipObjFinalReplyV2_t",
+        size_of::<HipObjFinalReplyV2>(),
+        align_of::<HipObjFinalReplyV2>(),
+    );
+    for (c_name, rust) in [
+        ("httpStatus", offset_of!(HipObjFinalReplyV2, http_status)),
+        (
+            "protocolEcho",
+            offset_of!(HipObjFinalReplyV2, protocol_echo),
+        ),
+        ("bytes", offset_of!(HipObjFinalReplyV2, bytes)),
+        ("cookieEcho", offset_of!(HipObjFinalReplyV2, cookie_echo)),
+        ("etag", offset_of!(HipObjFinalReplyV2, etag)),
+        ("versionId", offset_of!(HipObjFinalReplyV2, version_id)),
+        ("checksumB64", offset_of!(HipObjFinalReplyV2, checksum_b64)),
+        (
+            "cookiePresent",
+            offset_of!(HipObjFinalReplyV2, cookie_present),
+        ),
+    ] {
+        c.offset("hipObjFinalReplyV2_t", c_name, rust);
+    }
+    c.layout(
+        "hipObjOpsV2_t",
+        size_of::<HipObjOpsV2>(),
+        align_of::<HipObjOpsV2>(),
+    );
+    for (c_name, rust) in [
+        ("v1", offset_of!(HipObjOpsV2, v1)),
+        ("sendPrepare", offset_of!(HipObjOpsV2, send_prepare)),
+        (
+            "sendReadyRequest",
+            offset_of!(HipObjOpsV2, send_ready_request),
+        ),
+        ("finishReady", offset_of!(HipObjOpsV2, finish_ready)),
+        ("sendCancel", offset_of!(HipObjOpsV2, send_cancel)),
+    ] {
+        c.offset("hipObjOpsV2_t", c_name, rust);
+    }
+    // A hexadecimal constant (not in `constants()`, whose names the
+    // header's decimal `#define`s are compared with).
+    c.value(
+        "HIPOBJ_DIAG_DEADLINE_EXPIRED",
+        i64::from(ffi::HIPOBJ_DIAG_DEADLINE_EXPIRED),
+    );
+    c.layout("uint64_t", size_of::<u64>(), align_of::<u64>());
 
     // The scalar types of the functions' arguments.
     c.layout("size_t", size_of::<usize>(), align_of::<usize>());

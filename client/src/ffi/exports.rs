@@ -8,7 +8,7 @@
 use super::boundary::{run, run_str};
 use super::ops::CallbackOps;
 use super::ptr::{self, addr, Out, OutStr};
-use super::types::{HipObjConfig, HipObjError, HipObjOps};
+use super::types::{HipObjConfig, HipObjConfigV2, HipObjError, HipObjOps, HipObjOpsV2};
 use super::{HIPOBJ_RDMA_OP_GET, HIPOBJ_RDMA_OP_PUT, HIPOBJ_SYNC_TO_DEVICE, HIPOBJ_SYNC_TO_HOST};
 use crate::buffer::Direction;
 use crate::c_semantics;
@@ -125,6 +125,26 @@ pub unsafe extern "C" fn hipObjGetVersion(
     })
 }
 
+/// A `hipObjConfig_t` as a [`Config`].
+///
+/// # Safety
+///
+/// Each string member must be NULL or NUL-terminated.
+unsafe fn config_of(c: &HipObjConfig) -> Result<Config> {
+    // SAFETY: the caller's contract covers every string member.
+    unsafe {
+        Ok(Config {
+            endpoint: ptr::opt_str(c.endpoint, "config->endpoint")?,
+            region: ptr::opt_str(c.region, "config->region")?,
+            access_key: ptr::opt_str(c.access_key, "config->accessKey")?,
+            secret_key: ptr::opt_str(c.secret_key, "config->secretKey")?,
+            flags: c.flags,
+            gpu_device: c.gpu_device,
+            nic_hint: ptr::opt_str(c.nic_hint, "config->nicHint")?,
+        })
+    }
+}
+
 /// `hipObjInit`: initializes the process-wide library.
 ///
 /// # Safety
@@ -137,18 +157,142 @@ pub unsafe extern "C" fn hipObjInit(config: *const HipObjConfig) -> HipObjError 
         // SAFETY: the function's contract.
         let c = unsafe { ptr::required(config, "config") }?;
         // SAFETY: the function's contract covers every string member.
-        let config = unsafe {
-            Config {
-                endpoint: ptr::opt_str(c.endpoint, "config->endpoint")?,
-                region: ptr::opt_str(c.region, "config->region")?,
-                access_key: ptr::opt_str(c.access_key, "config->accessKey")?,
-                secret_key: ptr::opt_str(c.secret_key, "config->secretKey")?,
-                flags: c.flags,
-                gpu_device: c.gpu_device,
-                nic_hint: ptr::opt_str(c.nic_hint, "config->nicHint")?,
-            }
-        };
+        let config = unsafe { config_of(c) }?;
         c_semantics::init(&config)
+    })
+}
+
+/// `hipObjInitV2`: `hipObjInit` for hipobj-rc-v2 transfers, with the
+/// control endpoint the callbacks are told about and the transfer
+/// deadline. Exclusive with `hipObjInit` (one instance: the second is
+/// `hipObjAlreadyInitialized`).
+///
+/// # Safety
+///
+/// `config` must be NULL (`hipObjInvalidValue`) or point to a valid
+/// `hipObjConfigV2_t` whose string members are each NULL or
+/// NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn hipObjInitV2(config: *const HipObjConfigV2) -> HipObjError {
+    run("hipObjInitV2", || {
+        // SAFETY: the function's contract.
+        let c = unsafe { ptr::required(config, "config") }?;
+        // SAFETY: the function's contract covers every string member.
+        let (v1, endpoint) = unsafe {
+            (
+                config_of(&c.v1)?,
+                ptr::req_str(
+                    c.control.control_endpoint,
+                    "config->control.controlEndpoint",
+                )?,
+            )
+        };
+        if endpoint.trim().is_empty() {
+            return Err(Error::invalid("config->control.controlEndpoint is empty"));
+        }
+        let endpoint = std::ffi::CString::new(endpoint)
+            .map_err(|_| Error::invalid("config->control.controlEndpoint has a NUL"))?;
+        let deadline = (c.transfer_deadline_ms != 0)
+            .then(|| std::time::Duration::from_millis(u64::from(c.transfer_deadline_ms)));
+        c_semantics::init_v2(&v1, deadline, endpoint)
+    })
+}
+
+/// The bucket, key and query of a v2 call as a target (each checked as
+/// the server will read it).
+///
+/// # Safety
+///
+/// Each pointer must be NULL or NUL-terminated.
+unsafe fn v2_transfer(
+    op: hipobj_wire::rc_v2::Op,
+    bucket: *const c_char,
+    key: *const c_char,
+    size: u64,
+    offset: u64,
+    query: *const c_char,
+) -> Result<crate::v2::V2Transfer> {
+    // SAFETY: the caller's contract.
+    let (bucket, key, query) = unsafe {
+        (
+            ptr::req_str(bucket, "bucket")?,
+            ptr::req_str(key, "key")?,
+            ptr::opt_str(query, "query")?,
+        )
+    };
+    let target = hipobj_wire::rc_v2::Target {
+        bucket,
+        key,
+        query: query.filter(|q| !q.is_empty()),
+    };
+    let checked = hipobj_wire::rc_v2::Target::parse(&target.encode())
+        .map_err(|e| Error::invalid(format!("bucket, key or query: {e}")))?;
+    checked
+        .part(op)
+        .map_err(|e| Error::invalid(format!("query: {e}")))?;
+    Ok(crate::v2::V2Transfer {
+        target,
+        object_offset: offset,
+        buffer_offset: 0,
+        size,
+    })
+}
+
+/// `hipObjGetV2`: a hipobj-rc-v2 GET of `size` bytes of the object from
+/// `offset` into the buffer registered at `devPtr`.
+///
+/// # Safety
+///
+/// `bucket` and `key` must be NUL-terminated (NULL is
+/// `hipObjInvalidValue`), `query` NULL or NUL-terminated; `ops` NULL
+/// (`hipObjInvalidValue`) or a valid `hipObjOpsV2_t` whose callbacks may
+/// be called with `ctx` as the header documents.
+#[no_mangle]
+pub unsafe extern "C" fn hipObjGetV2(
+    bucket: *const c_char,
+    key: *const c_char,
+    dev_ptr: *mut c_void,
+    size: u64,
+    offset: u64,
+    query: *const c_char,
+    ops: *mut HipObjOpsV2,
+    ctx: *mut c_void,
+) -> HipObjError {
+    run("hipObjGetV2", || {
+        let op = hipobj_wire::rc_v2::Op::Get;
+        // SAFETY: the function's contract covers the strings.
+        let t = unsafe { v2_transfer(op, bucket, key, size, offset, query) }?;
+        // SAFETY: the function's contract covers `ops`.
+        let ops = unsafe { ptr::optional(ops.cast_const()) };
+        c_semantics::transfer_v2(op, addr(dev_ptr), &t, ops, ctx)
+    })
+}
+
+/// `hipObjPutV2`: a hipobj-rc-v2 PUT (UploadPart with a query of
+/// `uploadId=U&partNumber=N`) of the first `size` bytes of the buffer
+/// registered at `devPtr`. `offset` must be 0.
+///
+/// # Safety
+///
+/// As [`hipObjGetV2`].
+#[no_mangle]
+pub unsafe extern "C" fn hipObjPutV2(
+    bucket: *const c_char,
+    key: *const c_char,
+    dev_ptr: *const c_void,
+    size: u64,
+    offset: u64,
+    query: *const c_char,
+    ops: *mut HipObjOpsV2,
+    ctx: *mut c_void,
+) -> HipObjError {
+    run("hipObjPutV2", || {
+        let op = hipobj_wire::rc_v2::Op::Put;
+        // SAFETY: the function's contract covers the strings.
+        let t = unsafe { v2_transfer(op, bucket, key, size, offset, query) }?;
+        // SAFETY: the function's contract covers `ops`.
+        let ops = unsafe { ptr::optional(ops.cast_const()) };
+        c_semantics::transfer_v2(op, addr(dev_ptr), &t, ops, ctx)
     })
 }
 

@@ -14,12 +14,17 @@
 mod boundary;
 pub mod exports;
 pub mod ops;
+pub mod ops_v2;
 mod ptr;
 pub mod types;
 
 pub use exports::*;
 pub use ops::CallbackOps;
-pub use types::{HipObjConfig, HipObjError, HipObjOps, RecvReplyFn, SendRequestFn};
+pub use ops_v2::CallbackOpsV2;
+pub use types::{
+    HipObjConfig, HipObjConfigV2, HipObjControlEndpointV2, HipObjError, HipObjFinalReplyV2,
+    HipObjOps, HipObjOpsV2, HipObjPrepareReplyV2, HipObjTransferReqV2, RecvReplyFn, SendRequestFn,
+};
 
 /// `HIPOBJ_BASE_ERR`: where hipObject's error codes start when mapped into
 /// a wider space.
@@ -36,3 +41,6 @@ pub const HIPOBJ_SYNC_TO_DEVICE: i32 = 1;
 pub const HIPOBJ_RDMA_REPLY_NOT_IMPLEMENTED: i32 = 501;
 /// `HIPOBJ_RDMA_REPLY_RECONNECT`: the server does not know the QP pair.
 pub const HIPOBJ_RDMA_REPLY_RECONNECT: i32 = crate::transfer::REPLY_RECONNECT as i32;
+/// `HIPOBJ_DIAG_DEADLINE_EXPIRED`: the `hipError` of a v2 transfer that
+/// failed `hipObjBusy` because its deadline expired ("TIME").
+pub const HIPOBJ_DIAG_DEADLINE_EXPIRED: i32 = crate::v2::DIAG_DEADLINE_EXPIRED;

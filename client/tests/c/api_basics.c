@@ -189,6 +189,72 @@ static void check_init_arguments(void) {
     CHECK_OP(hipObjShutdown(), hipObjNotInitialized);
 }
 
+static int v2_prepare(void* ctx, const hipObjTransferReqV2_t* req,
+                      hipObjPrepareReplyV2_t* out) {
+    (void)ctx;
+    (void)req;
+    (void)out;
+    unexpected_calls++;
+    return -1;
+}
+
+static int v2_ready_request(void* ctx, const hipObjTransferReqV2_t* req) {
+    (void)ctx;
+    (void)req;
+    unexpected_calls++;
+    return -1;
+}
+
+static int v2_finish(void* ctx, const hipObjTransferReqV2_t* req,
+                     hipObjFinalReplyV2_t* out) {
+    (void)ctx;
+    (void)req;
+    (void)out;
+    unexpected_calls++;
+    return -1;
+}
+
+static int v2_cancel(void* ctx, const hipObjTransferReqV2_t* req) {
+    (void)ctx;
+    (void)req;
+    unexpected_calls++;
+    return -1;
+}
+
+/* hipobj-rc-v2's arguments, checked before anything else; no callback
+   runs. */
+static void check_v2_arguments(void) {
+    char buf[64];
+    hipObjOpsV2_t ops;
+    hipObjConfigV2_t config;
+
+    memset(&ops, 0, sizeof ops);
+    ops.sendPrepare = v2_prepare;
+    ops.sendReadyRequest = v2_ready_request;
+    ops.finishReady = v2_finish;
+    ops.sendCancel = v2_cancel;
+    CHECK_OP(hipObjGetV2("bkt", "key", buf, sizeof buf, 0, NULL, &ops, NULL),
+             hipObjNotInitialized);
+    CHECK_OP(hipObjPutV2("bkt", "key", buf, sizeof buf, 0, NULL, &ops, NULL),
+             hipObjNotInitialized);
+    CHECK_OP(hipObjGetV2(NULL, "key", buf, sizeof buf, 0, NULL, &ops, NULL), hipObjInvalidValue);
+    CHECK_OP(hipObjGetV2("bkt", NULL, buf, sizeof buf, 0, NULL, &ops, NULL), hipObjInvalidValue);
+    CHECK_OP(hipObjGetV2("bkt", "key", buf, sizeof buf, 0, "acl", &ops, NULL), hipObjInvalidValue);
+    CHECK_OP(hipObjPutV2("bkt", "key", buf, sizeof buf, 0, "partNumber=1", &ops, NULL),
+             hipObjInvalidValue);
+
+    CHECK_OP(hipObjInitV2(NULL), hipObjInvalidValue);
+    memset(&config, 0, sizeof config);
+    config.v1.gpuDevice = -1;
+    config.v1.nicHint = "soft0";
+    /* The control endpoint is required. */
+    CHECK_OP(hipObjInitV2(&config), hipObjInvalidValue);
+    config.control.controlEndpoint = "";
+    CHECK_OP(hipObjInitV2(&config), hipObjInvalidValue);
+    CHECK_OP(hipObjShutdown(), hipObjNotInitialized);
+    CHECK(unexpected_calls == 0);
+}
+
 int main(void) {
     hipObjError_t ok = HIPOBJ_SUCCESS;
     CHECK(ok.opError == hipObjSuccess && ok.hipError == 0);
@@ -197,5 +263,6 @@ int main(void) {
     check_client_nic();
     check_not_initialized();
     check_init_arguments();
+    check_v2_arguments();
     return finish("api_basics");
 }

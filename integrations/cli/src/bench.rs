@@ -379,7 +379,8 @@ pub fn run(args: BenchArgs, rt: &Handle) -> Result<(), CliError> {
             "sizes are at most 5GiB (one PUT)"
         )));
     }
-    let cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
+    let mut cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
+    cfg.rdma_protocol = args.nic.protocol().map_err(CliError::Invalid)?;
     let lib = common::library(&args.nic.name())?;
     let amount = match args.duration {
         Some(d) => Amount::Duration(d),

@@ -20,9 +20,22 @@ pub struct NicArgs {
     /// ranged download go round robin over them, part i through NIC i mod n.
     #[arg(long)]
     pub nic: Option<String>,
+    /// The RDMA protocol: v2 (hipobj-rc-v2: PREPARE, READY), handshake (a
+    /// token on each S3 request, after a connect-first handshake), or auto
+    /// (v2, then the handshake flow where a server does not speak v2)
+    /// [default: HIPOBJ_RDMA_PROTOCOL, else auto]. Either way a server
+    /// without RDMA gets plain HTTP.
+    #[arg(long = "rdma-protocol", value_name = "v2|handshake|auto")]
+    pub rdma_protocol: Option<String>,
 }
 
 impl NicArgs {
+    /// The RDMA protocol: the flag, `HIPOBJ_RDMA_PROTOCOL`, else auto.
+    pub fn protocol(&self) -> anyhow::Result<hipobj_s3::RdmaProtocol> {
+        hipobj_s3::settings::resolve_rdma_protocol(self.rdma_protocol.as_deref())
+            .map_err(|e| anyhow::anyhow!(e))
+    }
+
     /// The NIC: the flag, `HIPOBJ_NIC`, else `soft0`.
     pub fn name(&self) -> String {
         hipobj_s3::settings::resolve_nic(self.nic.as_deref())
@@ -160,6 +173,7 @@ mod tests {
         let nics = |s: &str| {
             NicArgs {
                 nic: Some(s.to_string()),
+                rdma_protocol: None,
             }
             .names()
         };
@@ -170,6 +184,23 @@ mod tests {
         let spread: Vec<usize> = (0..7).map(|p| nic_of_part(p, 3)).collect();
         assert_eq!(spread, [0, 1, 2, 0, 1, 2, 0]);
         assert_eq!(nic_of_part(5, 1), 0);
+    }
+
+    #[test]
+    fn rdma_protocol_flag() {
+        let with = |p: Option<&str>| {
+            NicArgs {
+                nic: None,
+                rdma_protocol: p.map(str::to_string),
+            }
+            .protocol()
+        };
+        assert_eq!(with(Some("v2")).unwrap(), hipobj_s3::RdmaProtocol::V2);
+        assert_eq!(
+            with(Some("handshake")).unwrap(),
+            hipobj_s3::RdmaProtocol::Handshake
+        );
+        assert!(with(Some("v9")).is_err());
     }
 
     #[test]

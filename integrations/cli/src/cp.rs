@@ -131,6 +131,7 @@ pub fn run(args: CpArgs, rt: &Handle) -> Result<(), CliError> {
         )));
     }
     let mut cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
+    cfg.rdma_protocol = args.nic.protocol().map_err(CliError::Invalid)?;
     let nics = args.nic.names().map_err(CliError::Invalid)?;
     let libraries = match t.gpu {
         None => common::libraries(&nics),

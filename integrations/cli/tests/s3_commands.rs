@@ -192,7 +192,7 @@ fn cp_spreads_the_parts_round_robin_over_two_nics() {
     let src = home.join("rails.bin");
     let (mib, tail) = (1usize << 20, (2usize << 20) + 3);
     write_pattern(&src, 10 * mib + tail, 7);
-    let h = |args: &[&str]| {
+    let cp = |protocol: &str, args: &[&str]| {
         let mut all = vec!["cp"];
         all.extend_from_slice(args);
         all.extend_from_slice(&[
@@ -201,6 +201,8 @@ fn cp_spreads_the_parts_round_robin_over_two_nics() {
             "--part-size",
             "5MiB",
             "--require-rdma",
+            "--rdma-protocol",
+            protocol,
         ]);
         let out = hipobj_cmd(&server.url, home)
             .args(&all)
@@ -209,6 +211,9 @@ fn cp_spreads_the_parts_round_robin_over_two_nics() {
             .expect("run hipobj");
         ok(out)
     };
+    // The metrics below are the handshake flow's (server READs and WRITEs
+    // per device).
+    let h = |args: &[&str]| cp("handshake", args);
     ok(hipobj_at(&server.url, home, &["mb", "s3://rails"]));
     let up = h(&[src.to_str().unwrap(), "s3://rails/f"]);
     assert!(
@@ -234,6 +239,18 @@ fn cp_spreads_the_parts_round_robin_over_two_nics() {
     assert_eq!(bytes("soft1", "read"), (5 * mib) as f64);
     assert_eq!(bytes("soft0", "write"), (5 * mib + tail) as f64);
     assert_eq!(bytes("soft1", "write"), (5 * mib) as f64);
+
+    // The same by hipobj-rc-v2: each part's control requests go from its
+    // NIC's address (the server takes a token only from its GID's).
+    let up = cp("v2", &[src.to_str().unwrap(), "s3://rails/g"]);
+    assert!(
+        up.contains("3 parts") && up.trim_end().ends_with("path: rdma"),
+        "{up}"
+    );
+    let back2 = home.join("back2.bin");
+    let down = cp("v2", &["s3://rails/g", back2.to_str().unwrap()]);
+    assert!(down.trim_end().ends_with("path: rdma"), "{down}");
+    assert_cmp(&src, &back2);
 }
 
 /// `cp --gpu 1` through CUDA device memory, without a GPU: the client
@@ -687,7 +704,15 @@ fn cp_falls_back_when_the_server_is_at_capacity() {
     let server = test_server(&["--max-pairs-per-key", "1"]);
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path();
-    let h = |args: &[&str]| hipobj_at(&server.url, home, args);
+    // The handshake flow's pairs are at their limit (hipobj-rc-v2 holds
+    // none: it would move the bytes).
+    let h = |args: &[&str]| {
+        let mut all = args.to_vec();
+        if args[0] == "cp" {
+            all.extend_from_slice(&["--rdma-protocol", "handshake"]);
+        }
+        hipobj_at(&server.url, home, &all)
+    };
     ok(h(&["mb", "s3://cap"]));
     // Another client takes the key's one pair and keeps it.
     let lib = hipobj_testkit::client();
@@ -764,7 +789,14 @@ fn a_loop_of_cp_is_not_locked_out_by_the_pairs_of_exited_clients() {
     let server = test_server(&["--max-pairs-per-key", "2"]);
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path();
-    let h = |args: &[&str]| hipobj_at(&server.url, home, args);
+    // Pairs and goodbyes are the handshake flow's.
+    let h = |args: &[&str]| {
+        let mut all = args.to_vec();
+        if args[0] == "cp" {
+            all.extend_from_slice(&["--rdma-protocol", "handshake"]);
+        }
+        hipobj_at(&server.url, home, &all)
+    };
     ok(h(&["mb", "s3://loop"]));
     let src = home.join("f.bin");
     write_pattern(&src, 256 << 10, 9);

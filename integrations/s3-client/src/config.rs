@@ -14,6 +14,62 @@ pub const DEFAULT_NO_RDMA_TTL: Duration = Duration::from_secs(5 * 60);
 /// The smallest part S3 accepts (but the last).
 pub const MIN_PART_SIZE: usize = 5 << 20;
 
+/// Which RDMA protocol the client speaks (`rdma_protocol`,
+/// `--rdma-protocol`, `HIPOBJ_RDMA_PROTOCOL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RdmaProtocol {
+    /// hipobj-rc-v2 only: PREPARE, READY (docs/protocol.md); a server
+    /// without it gets plain HTTP.
+    V2,
+    /// The connect-first handshake flow only (a token on the S3 request).
+    Handshake,
+    /// v2 first; a server that does not speak it (501 with
+    /// `x-amz-rdma-protocol-status: unsupported`, or an answer without the
+    /// protocol echo) is remembered for a while and gets the handshake
+    /// flow, then plain HTTP as ever.
+    #[default]
+    Auto,
+}
+
+impl RdmaProtocol {
+    /// `v2`, `handshake` or `auto`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RdmaProtocol::V2 => "v2",
+            RdmaProtocol::Handshake => "handshake",
+            RdmaProtocol::Auto => "auto",
+        }
+    }
+
+    /// Whether v2 is tried.
+    pub fn tries_v2(self) -> bool {
+        self != RdmaProtocol::Handshake
+    }
+}
+
+impl std::fmt::Display for RdmaProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for RdmaProtocol {
+    type Err = String;
+
+    /// `v2` (or `hipobj-rc-v2`), `handshake` (or `v1`), `auto`; any case,
+    /// surrounding blanks ignored.
+    fn from_str(s: &str) -> std::result::Result<RdmaProtocol, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "v2" | "hipobj-rc-v2" => Ok(RdmaProtocol::V2),
+            "handshake" | "v1" => Ok(RdmaProtocol::Handshake),
+            "auto" => Ok(RdmaProtocol::Auto),
+            _ => Err(format!(
+                "rdma protocol {s:?} is none of v2, handshake, auto"
+            )),
+        }
+    }
+}
+
 /// Timeouts of each attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
@@ -97,6 +153,8 @@ pub struct ClientConfig {
     /// Bind the TCP connections of RDMA requests to the address of the NIC
     /// the token's GID names, as the MinIO SDKs do (default true).
     pub bind_to_token_nic: bool,
+    /// Which RDMA protocol to speak (default [`RdmaProtocol::Auto`]).
+    pub rdma_protocol: RdmaProtocol,
 }
 
 impl ClientConfig {
@@ -121,6 +179,7 @@ impl ClientConfig {
             rdma_memory: None,
             no_rdma_ttl: DEFAULT_NO_RDMA_TTL,
             bind_to_token_nic: true,
+            rdma_protocol: RdmaProtocol::Auto,
         }
     }
 
@@ -147,6 +206,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("rdma_memory", &self.rdma_memory.is_some())
             .field("no_rdma_ttl", &self.no_rdma_ttl)
             .field("bind_to_token_nic", &self.bind_to_token_nic)
+            .field("rdma_protocol", &self.rdma_protocol)
             .finish()
     }
 }

@@ -84,6 +84,7 @@ mod error;
 mod http;
 mod raw;
 mod rdma;
+mod rdma_v2;
 mod retry;
 pub mod settings;
 mod sign;
@@ -92,9 +93,14 @@ mod xml;
 
 pub use checksum::{crc64nvme, is_full_object, verify as verify_checksum, Crc64Nvme};
 pub use client::S3Client;
+/// [`Outcome::rdma_protocol`] of a hipobj-rc-v2 transfer.
+pub const PROTOCOL_V2: &str = "hipobj-rc-v2";
+/// [`Outcome::rdma_protocol`] of a transfer by the handshake flow.
+pub const PROTOCOL_HANDSHAKE: &str = "handshake";
+
 pub use config::{
-    ClientConfig, Timeouts, DEFAULT_ATTEMPTS, DEFAULT_CONCURRENCY, DEFAULT_NO_RDMA_TTL,
-    DEFAULT_PART_SIZE, MIN_PART_SIZE,
+    ClientConfig, RdmaProtocol, Timeouts, DEFAULT_ATTEMPTS, DEFAULT_CONCURRENCY,
+    DEFAULT_NO_RDMA_TTL, DEFAULT_PART_SIZE, MIN_PART_SIZE,
 };
 pub use error::{Error, Result};
 pub use raw::{RawAnswer, RawAuth, RawRequest};
@@ -170,6 +176,10 @@ pub struct Outcome {
     pub attempts: u32,
     /// Why the bytes went over HTTP, when RDMA was possible in principle.
     pub fallback_reason: Option<String>,
+    /// The RDMA protocol that moved the bytes: `hipobj-rc-v2` or
+    /// `handshake` (of the last part, for a multipart upload); `None` over
+    /// HTTP.
+    pub rdma_protocol: Option<&'static str>,
 }
 
 impl Outcome {
@@ -189,6 +199,7 @@ impl Outcome {
             parts: 1,
             attempts: 1,
             fallback_reason: None,
+            rdma_protocol: None,
         }
     }
 }

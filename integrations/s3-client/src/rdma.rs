@@ -95,7 +95,7 @@ impl RdmaContext {
     /// The client whose connections are bound to `local`; `caller`: the
     /// one used from the caller's runtime (its connections' tasks run
     /// there), else the RDMA runtime's.
-    fn client(&self, local: Option<IpAddr>, caller: bool) -> HttpClient {
+    pub(crate) fn client(&self, local: Option<IpAddr>, caller: bool) -> HttpClient {
         let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         m.entry((local, caller))
             .or_insert_with(|| h::client(local, self.connect_timeout))
@@ -325,7 +325,7 @@ impl Ops {
 }
 
 /// Sends `req` and reads the answer (the body only when it is an error).
-async fn exchange(
+pub(crate) async fn exchange(
     client: HttpClient,
     req: http::Request<h::Body>,
     limit: Duration,

@@ -196,6 +196,30 @@ fn nic_with(arg: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> String {
         .unwrap_or_else(|| DEFAULT_NIC.into())
 }
 
+/// The environment variable of the RDMA protocol.
+pub const ENV_RDMA_PROTOCOL: &str = "HIPOBJ_RDMA_PROTOCOL";
+
+/// The RDMA protocol: `arg`, `HIPOBJ_RDMA_PROTOCOL`, else `auto`. A value
+/// that is none of `v2`, `handshake`, `auto` is an error (naming where it
+/// came from).
+pub fn resolve_rdma_protocol(arg: Option<&str>) -> Result<crate::RdmaProtocol, String> {
+    rdma_protocol_with(arg, &process_env)
+}
+
+/// [`resolve_rdma_protocol`] with `env` for the environment.
+pub fn rdma_protocol_with(
+    arg: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<crate::RdmaProtocol, String> {
+    if let Some(a) = nonempty(arg.map(str::to_string)) {
+        return a.parse().map_err(|e| format!("--rdma-protocol: {e}"));
+    }
+    match nonempty(env(ENV_RDMA_PROTOCOL)) {
+        Some(v) => v.parse().map_err(|e| format!("{ENV_RDMA_PROTOCOL}: {e}")),
+        None => Ok(crate::RdmaProtocol::default()),
+    }
+}
+
 /// Resolves with `env` for the environment and `home` for `~`.
 pub fn resolve_with(
     args: &Args,
@@ -296,6 +320,41 @@ mod tests {
     /// (endpoint, region, access key, secret key, nic).
     fn all(r: &Resolved) -> (&str, &str, &str, &str, &str) {
         (&r.endpoint, &r.region, &r.access_key, &r.secret_key, &r.nic)
+    }
+
+    #[test]
+    fn rdma_protocol_precedence_and_values() {
+        use crate::RdmaProtocol;
+        let none = env_of(&[]);
+        assert_eq!(rdma_protocol_with(None, &none), Ok(RdmaProtocol::Auto));
+        assert_eq!(rdma_protocol_with(Some(""), &none), Ok(RdmaProtocol::Auto));
+        let env = env_of(&[(ENV_RDMA_PROTOCOL, " Handshake ")]);
+        assert_eq!(rdma_protocol_with(None, &env), Ok(RdmaProtocol::Handshake));
+        // The argument wins over the environment.
+        assert_eq!(rdma_protocol_with(Some("v2"), &env), Ok(RdmaProtocol::V2));
+        assert_eq!(
+            rdma_protocol_with(Some("hipobj-rc-v2"), &none),
+            Ok(RdmaProtocol::V2)
+        );
+        assert_eq!(
+            rdma_protocol_with(Some("AUTO"), &env),
+            Ok(RdmaProtocol::Auto)
+        );
+        let e = rdma_protocol_with(Some("v3"), &none).unwrap_err();
+        assert!(e.starts_with("--rdma-protocol") && e.contains("v3"), "{e}");
+        let bad = env_of(&[(ENV_RDMA_PROTOCOL, "rdma")]);
+        let e = rdma_protocol_with(None, &bad).unwrap_err();
+        assert!(e.starts_with(ENV_RDMA_PROTOCOL), "{e}");
+        for p in [
+            RdmaProtocol::V2,
+            RdmaProtocol::Handshake,
+            RdmaProtocol::Auto,
+        ] {
+            assert_eq!(p.as_str().parse::<RdmaProtocol>(), Ok(p));
+            assert_eq!(p.to_string(), p.as_str());
+        }
+        assert!(!RdmaProtocol::Handshake.tries_v2());
+        assert!(RdmaProtocol::Auto.tries_v2() && RdmaProtocol::V2.tries_v2());
     }
 
     #[test]

@@ -241,7 +241,16 @@ pub fn run(args: ConformanceArgs, rt: &tokio::runtime::Handle) -> Result<(), Cli
         .ok()
         .filter(|n| *n >= 2)
         .ok_or_else(|| CliError::Invalid(anyhow!("--chunk-size must be at least 2 bytes")))?;
-    let cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
+    let mut cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
+    // The suite's checks are of the handshake flow: that is its protocol
+    // unless one is named (a v2 dialect of its own is still to come).
+    cfg.rdma_protocol = if args.nic.rdma_protocol.is_some()
+        || std::env::var_os(hipobj_s3::settings::ENV_RDMA_PROTOCOL).is_some()
+    {
+        args.nic.protocol().map_err(CliError::Invalid)?
+    } else {
+        hipobj_s3::RdmaProtocol::Handshake
+    };
     let nics = args.nic.names().map_err(CliError::Invalid)?;
     let libs = common::libraries(&nics).map_err(CliError::RdmaRequired)?;
     let lib = libs[0].clone();

@@ -7,6 +7,7 @@ use http::header::{HeaderMap, CONTENT_LENGTH, CONTENT_RANGE, ETAG};
 use http::{Method, StatusCode};
 
 use super::rdma_path::{rdma_get_bytes, Dir, Moved};
+use super::v2_path::{V2Spec, V2Stage};
 use super::{Plan, S3Client};
 use crate::checksum::{self, Crc64Nvme};
 use crate::http::{self as h, Answer};
@@ -106,7 +107,46 @@ impl S3Client {
         let path_query = h::path_query(bucket, Some(key), &query);
         let cfg = &self.inner.cfg;
         let reason = match self.plan() {
-            Plan::Rdma(ctx) => {
+            Plan::Rdma(ctx) => 'rdma: {
+                let (object_offset, size, query) = match sel {
+                    Selection::Whole => (0, None, None),
+                    Selection::Range { first, .. } => (first, Some(want as u64), None),
+                    Selection::Part(n) => (0, None, Some(format!("partNumber={n}"))),
+                };
+                let spec = V2Spec {
+                    bucket: bucket.to_string(),
+                    key: key.to_string(),
+                    query,
+                    object_offset,
+                    size,
+                };
+                match self
+                    .v2_stage(&ctx, reg, Dir::Get, buf_offset, want, spec)
+                    .await?
+                {
+                    V2Stage::Done(f, bytes, attempts, total) => {
+                        return Ok(self.v2_get_outcome(
+                            &f,
+                            bytes,
+                            attempts,
+                            total,
+                            sel,
+                            object_offset,
+                            reg,
+                        ));
+                    }
+                    V2Stage::Skipped(reason) => {
+                        if let Some(reason) = self.after_v2(reason)? {
+                            break 'rdma reason;
+                        }
+                    }
+                    V2Stage::TooLarge(cap) => {
+                        let reason = format!("over the server's hipobj-rc-v2 cap of {cap} bytes");
+                        if let Some(reason) = self.after_v2(reason)? {
+                            break 'rdma reason;
+                        }
+                    }
+                }
                 let req = RdmaRequest {
                     method: Method::GET,
                     path_query: path_query.clone(),
@@ -136,6 +176,7 @@ impl S3Client {
                         }
                         let declared = a.header(headers::CHECKSUM_CRC64NVME);
                         let mut out = Outcome::new(Path::Rdma, bytes);
+                        out.rdma_protocol = Some(crate::PROTOCOL_HANDSHAKE);
                         if let (Some(d), Some(actual)) = (&declared, &actual) {
                             checksum::verify(d, actual, Path::Rdma)?;
                             out.checksum_verified = true;

@@ -26,6 +26,7 @@ mod rdma_path;
 mod send;
 mod streams;
 mod upload;
+mod v2_path;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -184,6 +185,20 @@ impl S3Client {
     }
 
     /// The retry policy of every request.
+    /// The part size of multipart uploads from a buffer: the configured
+    /// one, or a smaller cap of hipobj-rc-v2 PUTs the server announced
+    /// (at least 5 MiB), so that each part goes by v2.
+    fn part_size(&self) -> usize {
+        let ps = self.inner.cfg.part_size;
+        if !self.inner.cfg.rdma_protocol.tries_v2() || self.inner.rdma.is_none() {
+            return ps;
+        }
+        match crate::rdma_v2::put_cap(self.endpoint()) {
+            Some(cap) if cap >= MIN_PART_SIZE as u64 => ps.min(usize::try_from(cap).unwrap_or(ps)),
+            _ => ps,
+        }
+    }
+
     fn retry(&self) -> Retry {
         Retry::new(self.inner.cfg.attempts)
     }

@@ -9,6 +9,7 @@ use hipobj::Registered;
 use http::header::{HeaderMap, ETAG};
 use http::Method;
 
+use super::v2_path::V2Spec;
 use super::{check_range, Plan, S3Client, MAX_PARTS};
 use crate::http as h;
 use crate::{CompletedPart, Error, ObjectInfo, Outcome, Result};
@@ -171,7 +172,7 @@ impl S3Client {
         offset: usize,
         len: usize,
     ) -> Result<Outcome> {
-        let ps = self.inner.cfg.part_size;
+        let ps = self.part_size();
         let count = len.div_ceil(ps);
         if count > MAX_PARTS {
             return Err(Error::InvalidArgument(format!(
@@ -285,9 +286,11 @@ impl S3Client {
         let mut path = parts[0].1.path;
         let mut attempts = 1;
         let mut reason = None;
+        let mut protocol = None;
         let mut completed = Vec::with_capacity(count);
         for (n, o) in parts {
             path = path.join(o.path);
+            protocol = o.rdma_protocol.or(protocol);
             attempts = attempts.max(o.attempts);
             if reason.is_none() {
                 reason = o.fallback_reason;
@@ -314,6 +317,7 @@ impl S3Client {
         out.parts = count as u32;
         out.attempts = attempts;
         out.fallback_reason = reason;
+        out.rdma_protocol = protocol;
         Ok(out)
     }
 
@@ -345,7 +349,14 @@ impl S3Client {
             Some(key),
             &[("partNumber", Some(&n)), ("uploadId", Some(upload_id))],
         );
-        self.put_one(&path_query, reg, offset, len).await
+        let v2 = V2Spec {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            query: Some(format!("uploadId={upload_id}&partNumber={n}")),
+            object_offset: 0,
+            size: Some(len as u64),
+        };
+        self.put_one(&path_query, reg, offset, len, v2, false).await
     }
 }
 

@@ -7,6 +7,7 @@ use hipobj_wire::headers;
 use http::header::{HeaderMap, CONTENT_LENGTH, CONTENT_TYPE, ETAG, LAST_MODIFIED};
 use http::Method;
 
+use super::v2_path::V2Spec;
 use super::{check_range, S3Client};
 use crate::http as h;
 use crate::{Error, ObjectInfo, Outcome, Result};
@@ -76,9 +77,16 @@ impl S3Client {
         if len == 0 {
             return self.put_object_http(bucket, key, Bytes::new()).await;
         }
-        if len <= self.inner.cfg.part_size {
+        if len <= self.part_size() {
             let path_query = h::path_query(bucket, Some(key), &[]);
-            return self.put_one(&path_query, reg, offset, len).await;
+            let v2 = V2Spec {
+                bucket: bucket.to_string(),
+                key: key.to_string(),
+                query: None,
+                object_offset: 0,
+                size: Some(len as u64),
+            };
+            return self.put_one(&path_query, reg, offset, len, v2, true).await;
         }
         self.put_multipart(bucket, key, reg, offset, len).await
     }

@@ -9,6 +9,7 @@ use http::header::{HeaderMap, ETAG};
 use http::Method;
 
 use super::rdma_path::{crc_of, Dir, Moved};
+use super::v2_path::{V2Spec, V2Stage};
 use super::{Plan, S3Client, CHUNK};
 use crate::checksum::Crc64Nvme;
 use crate::http::{self as h, Answer};
@@ -17,15 +18,50 @@ use crate::{Error, Outcome, Path, Result};
 
 impl S3Client {
     /// One PutObject or UploadPart of a non-empty range of the buffer.
+    ///
+    /// `v2` names the object (and part) for hipobj-rc-v2; `whole`: a
+    /// PutObject, which a server's cap on v2 PUTs splits into a multipart
+    /// upload (a part over the cap goes by the handshake flow instead).
     pub(super) async fn put_one(
         &self,
         path_query: &str,
         reg: &Registered<'_, 'static>,
         offset: usize,
         len: usize,
+        v2: V2Spec,
+        whole: bool,
     ) -> Result<Outcome> {
         let cfg = &self.inner.cfg;
         let plan = self.plan();
+        let mut v2_reason = None;
+        if let Plan::Rdma(ctx) = &plan {
+            let (bucket, key) = (v2.bucket.clone(), v2.key.clone());
+            match self.v2_stage(ctx, reg, Dir::Put, offset, len, v2).await? {
+                V2Stage::Done(f, bytes, attempts, _) => {
+                    let mut out = Outcome::new(Path::Rdma, bytes);
+                    out.rdma_protocol = Some(crate::PROTOCOL_V2);
+                    out.etag = f.etag;
+                    out.checksum_crc64nvme = f.checksum.map(hipobj_wire::checksum::crc64nvme_value);
+                    out.status = 200;
+                    out.attempts = attempts;
+                    return Ok(out);
+                }
+                V2Stage::TooLarge(cap) if whole => {
+                    tracing::info!(
+                        endpoint = self.endpoint(),
+                        cap,
+                        "hipobj-rc-v2 PUT over the server's cap: a multipart upload"
+                    );
+                    return Box::pin(self.put_multipart(&bucket, &key, reg, offset, len)).await;
+                }
+                V2Stage::TooLarge(cap) => {
+                    v2_reason = self.after_v2(format!(
+                        "the part is over the server's hipobj-rc-v2 cap of {cap} bytes"
+                    ))?;
+                }
+                V2Stage::Skipped(reason) => v2_reason = self.after_v2(reason)?,
+            }
+        }
         let crc = match &plan {
             // A small buffer's checksum costs less than a thread hop.
             Plan::Rdma(_) if len <= rdma::STEPWISE_MAX => crc_of(reg, offset, len)?,
@@ -37,6 +73,7 @@ impl S3Client {
         let mut hm = HeaderMap::new();
         h::set(&mut hm, headers::CHECKSUM_CRC64NVME, &crc)?;
         let reason = match plan {
+            Plan::Rdma(_) if v2_reason.is_some() => v2_reason.unwrap_or_default(),
             Plan::Rdma(ctx) => {
                 let req = RdmaRequest {
                     method: Method::PUT,
@@ -55,6 +92,7 @@ impl S3Client {
                         ..
                     }) => {
                         let mut out = Outcome::new(Path::Rdma, len as u64);
+                        out.rdma_protocol = Some(crate::PROTOCOL_HANDSHAKE);
                         out.etag = a.header(ETAG.as_str());
                         out.checksum_crc64nvme = Some(crc);
                         out.status = a.status.as_u16();

@@ -215,8 +215,18 @@ pub fn lib() -> Arc<Hipobj> {
     Arc::new(hipobj_testkit::client())
 }
 
-/// A client of `url` with RDMA through `lib`.
+/// A client of `url` with RDMA through `lib`, by the handshake flow (the
+/// flow `e2e.rs` tests, with proxies that act on its tokens; `rc_v2.rs`
+/// tests hipobj-rc-v2 and `auto`).
 pub fn rdma_config(url: &str, lib: &Arc<Hipobj>) -> ClientConfig {
+    let mut cfg = ClientConfig::new(url, AK, SK).with_rdma(lib.clone());
+    cfg.rdma_protocol = hipobj_s3::RdmaProtocol::Handshake;
+    cfg
+}
+
+/// A client of `url` with RDMA through `lib`, in the default protocol
+/// (`auto`).
+pub fn auto_config(url: &str, lib: &Arc<Hipobj>) -> ClientConfig {
     ClientConfig::new(url, AK, SK).with_rdma(lib.clone())
 }
 
