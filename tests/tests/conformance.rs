@@ -19,7 +19,7 @@ use serde_json::Value;
 
 /// The tampering modes and the check each must make FAIL (as
 /// `tamper-proxy --list` prints them, and `docs/conformance.md`).
-const MODES: [(&str, &str); 9] = [
+const MODES: [(&str, &str); 12] = [
     ("drop-reply", "reply.get"),
     ("range200", "get.range.206"),
     ("flip-byte", "get.whole"),
@@ -29,6 +29,9 @@ const MODES: [(&str, &str); 9] = [
     ("status500", "status.malformed-token.400"),
     ("serve-other-op", "status.other-operation.501"),
     ("fallback-on-421", "status.unknown-pair.421"),
+    ("v2-cookie-echo", "v2.get.whole"),
+    ("v2-ready-404-as-200", "v2.status.unknown-session.404"),
+    ("v2-cancel-once", "v2.cancel.twice"),
 ];
 
 fn proxy_bin() -> &'static Path {
@@ -238,6 +241,31 @@ fn the_checks_tampering_modes_break_pass_without_the_proxy() {
     let r = assert_no_fail(&out, doc.as_ref());
     assert_eq!(r.len(), MODES.len(), "{r:?}");
     assert!(r.iter().all(|(_, v)| v == "PASS"), "{r:?}");
+}
+
+/// The v2 dialect against a test server with one data-phase slot: every
+/// check PASSes (busy included), none SKIPs; with v2 turned off every one
+/// SKIPs.
+#[test]
+fn the_v2_dialect_passes_against_the_test_server() {
+    let server = hipobj_testkit::test_server(
+        &workspace_bin("hipobj-test-server"),
+        &["0", "--rc-v2-ready-slots", "1"],
+    );
+    let (out, doc) = conformance(&server.url, (AK, SK), &["--dialect", "v2", "--only", "v2"]);
+    let r = assert_no_fail(&out, doc.as_ref());
+    assert_eq!(r.len(), 9, "{r:?}");
+    assert!(
+        r.iter().all(|(_, v)| v == "PASS"),
+        "{r:?}\n{}",
+        describe(&out)
+    );
+    drop(server);
+    let off =
+        hipobj_testkit::test_server(&workspace_bin("hipobj-test-server"), &["0", "--no-rc-v2"]);
+    let (out, doc) = conformance(&off.url, (AK, SK), &["--dialect", "v2", "--only", "v2"]);
+    let r = assert_no_fail(&out, doc.as_ref());
+    assert!(r.iter().all(|(_, v)| v == "SKIP"), "{r:?}");
 }
 
 #[test]

@@ -59,6 +59,19 @@ enum Mode {
     /// new handshake.
     #[value(name = "fallback-on-421")]
     FallbackOn421,
+    /// Change the cookie a hipobj-rc-v2 READY's answer (FINAL) echoes: a
+    /// client that does not check the echo takes another transfer's
+    /// outcome as its own.
+    #[value(name = "v2-cookie-echo")]
+    V2CookieEcho,
+    /// Answer 200 where the server answered a hipobj-rc-v2 READY 404 (an
+    /// unknown session, another key's, or a wrong cookie).
+    #[value(name = "v2-ready-404-as-200")]
+    V2Ready404As200,
+    /// Answer 404 to every hipobj-rc-v2 CANCEL after the first of a
+    /// session: CANCEL is not idempotent.
+    #[value(name = "v2-cancel-once")]
+    V2CancelOnce,
 }
 
 impl Mode {
@@ -74,6 +87,9 @@ impl Mode {
             Mode::Status500 => "status.malformed-token.400",
             Mode::ServeOtherOp => "status.other-operation.501",
             Mode::FallbackOn421 => "status.unknown-pair.421",
+            Mode::V2CookieEcho => "v2.get.whole",
+            Mode::V2Ready404As200 => "v2.status.unknown-session.404",
+            Mode::V2CancelOnce => "v2.cancel.twice",
         }
     }
 }
@@ -109,6 +125,8 @@ type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
 struct Proxy {
     mode: Mode,
+    /// The sessions cancelled once (v2-cancel-once).
+    cancelled: std::sync::Mutex<std::collections::HashSet<String>>,
     upstream: Uri,
     client: HttpClient,
     access_key: String,
@@ -132,6 +150,7 @@ async fn main() -> anyhow::Result<()> {
     let upstream: Uri = upstream.parse().context("--upstream")?;
     let proxy = Arc::new(Proxy {
         mode,
+        cancelled: std::sync::Mutex::new(std::collections::HashSet::new()),
         upstream,
         client: Client::builder(TokioExecutor::new()).build_http(),
         access_key: a.access_key,
@@ -357,6 +376,49 @@ impl Proxy {
                     "storing the partial object: {}",
                     p.status
                 );
+            }
+            Mode::V2CookieEcho
+                if path_query == hipobj_wire::rc_v2::READY_PATH && rp.status == StatusCode::OK =>
+            {
+                let echo = rp
+                    .headers
+                    .get(hipobj_wire::rc_v2::H_COOKIE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| u32::from_str_radix(v, 16).ok());
+                if let Some(c) = echo {
+                    let other = format!("{:08x}", c ^ 0x0000_0100);
+                    rp.headers
+                        .insert(hipobj_wire::rc_v2::H_COOKIE, HeaderValue::from_str(&other)?);
+                }
+            }
+            Mode::V2Ready404As200
+                if path_query == hipobj_wire::rc_v2::READY_PATH
+                    && rp.status == StatusCode::NOT_FOUND =>
+            {
+                rp.status = StatusCode::OK;
+                rbody = Bytes::new();
+                rp.headers
+                    .insert(http::header::CONTENT_LENGTH, HeaderValue::from(0));
+            }
+            Mode::V2CancelOnce if path_query == hipobj_wire::rc_v2::CANCEL_PATH => {
+                let session = h
+                    .get(hipobj_wire::rc_v2::H_SESSION)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                let again = !self
+                    .cancelled
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(session);
+                if again {
+                    rp.status = StatusCode::NOT_FOUND;
+                    rbody = Bytes::from_static(
+                        b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>NoSuchRdmaSession</Code></Error>",
+                    );
+                    rp.headers
+                        .insert(http::header::CONTENT_LENGTH, HeaderValue::from(rbody.len()));
+                }
             }
             _ => {}
         }

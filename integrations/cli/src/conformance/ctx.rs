@@ -42,6 +42,11 @@ pub struct Ctx<'r> {
     pub restart_cmd: Option<String>,
     /// The DC access key of the client's DC targets.
     pub dc_key: u64,
+    /// Transfers by hipobj-rc-v2 only (the v2 dialect's client).
+    pub v2: Option<S3Client>,
+    /// Whether the server declined v2, once asked (`Some(None)`: it speaks
+    /// it).
+    pub v2_declined: Option<Option<String>>,
     /// Whether the token connection is paired with the server.
     paired: bool,
 }
@@ -90,8 +95,15 @@ impl<'r> Ctx<'r> {
             chunk,
             restart_cmd,
             dc_key,
+            v2: None,
+            v2_declined: None,
             paired: false,
         }
+    }
+
+    /// The runtime, to start a request that runs beside the next.
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        self.rt
     }
 
     /// Runs `f` to its end.

@@ -17,6 +17,7 @@ mod nics;
 mod partial;
 mod put;
 mod ranges;
+mod rc_v2;
 mod rehandshake;
 mod report;
 mod status;
@@ -41,7 +42,8 @@ pub struct ConformanceArgs {
     pub nic: NicArgs,
     /// The token dialects to check: rc (hipObject RC, the connect-first
     /// handshake; every transfer check uses it), dc (hipObject DC), cuobject
-    /// (the 81-character descriptor and the legacy :addr:size suffix), all.
+    /// (the 81-character descriptor and the legacy :addr:size suffix), v2
+    /// (hipobj-rc-v2: PREPARE and READY), all.
     #[arg(long, value_enum, default_value_t = DialectArg::All)]
     pub dialect: DialectArg,
     /// Run only the checks matching these patterns (comma-separated; `*`
@@ -87,6 +89,7 @@ pub enum DialectArg {
     Rc,
     Dc,
     Cuobject,
+    V2,
     All,
 }
 
@@ -96,6 +99,7 @@ pub enum Dialect {
     Rc,
     Dc,
     CuObject,
+    V2,
 }
 
 impl DialectArg {
@@ -106,6 +110,7 @@ impl DialectArg {
                 | (DialectArg::Rc, Dialect::Rc)
                 | (DialectArg::Dc, Dialect::Dc)
                 | (DialectArg::Cuobject, Dialect::CuObject)
+                | (DialectArg::V2, Dialect::V2)
         )
     }
 }
@@ -158,6 +163,7 @@ pub fn all_checks() -> Vec<Check> {
     v.extend(partial::checks());
     v.extend(rehandshake::checks());
     v.extend(nics::checks());
+    v.extend(rc_v2::checks());
     v
 }
 
@@ -243,7 +249,8 @@ pub fn run(args: ConformanceArgs, rt: &tokio::runtime::Handle) -> Result<(), Cli
         .ok_or_else(|| CliError::Invalid(anyhow!("--chunk-size must be at least 2 bytes")))?;
     let mut cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
     // The suite's checks are of the handshake flow: that is its protocol
-    // unless one is named (a v2 dialect of its own is still to come).
+    // unless one is named; the v2 dialect's checks have a client of their
+    // own.
     cfg.rdma_protocol = if args.nic.rdma_protocol.is_some()
         || std::env::var_os(hipobj_s3::settings::ENV_RDMA_PROTOCOL).is_some()
     {
@@ -306,6 +313,14 @@ pub fn run(args: ConformanceArgs, rt: &tokio::runtime::Handle) -> Result<(), Cli
         args.dc_key,
     );
     c.nics = nics;
+    c.v2 = Some({
+        let mut v2_cfg = cfg.clone().with_rdma(c.lib.clone());
+        v2_cfg.rdma_protocol = hipobj_s3::RdmaProtocol::V2;
+        v2_cfg.require_rdma = true;
+        v2_cfg.attempts = 1;
+        v2_cfg.no_rdma_ttl = Duration::ZERO;
+        common::client(v2_cfg)?
+    });
     let r = run_checks(&mut c, &args, selected);
     cleanup(&c, made);
     let lines = r?;
