@@ -36,6 +36,7 @@ import zlib
 
 import boto3
 import pytest
+import store_probe
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import ClientError
@@ -98,8 +99,10 @@ def direct(upstream):
 @pytest.fixture(scope="session")
 def endpoint(tmp_path_factory, upstream):
     """The gateway's URL; the process lives for the whole session (of its
-    upstream mode)."""
-    yield from _gateway(tmp_path_factory, upstream, [])
+    upstream mode). In front of a store that refuses trailing checksums
+    (Ceph RGW 16: `store_probe`), with `--upstream-no-checksum-trailers`."""
+    extra = [] if upstream is None else store_probe.gateway_args(store_probe.probe(*upstream))
+    yield from _gateway(tmp_path_factory, upstream, extra)
 
 
 def _gateway(tmp_path_factory, upstream, extra):
@@ -265,7 +268,7 @@ def test_bucket_create_list_delete(s3):
     assert _error(e)[0] == 404
 
 
-def test_put_get_small(s3, bucket):
+def test_put_get_small(s3, bucket, direct):
     sent = Sent(s3)
     data = b"0123456789abcdefghijklmnopqrstuvwxyz"
     r = s3.put_object(Bucket=bucket, Key="small.txt", Body=data, ContentType="text/plain")
@@ -275,7 +278,16 @@ def test_put_get_small(s3, bucket):
     headers = sent.last("PUT")
     assert headers["x-amz-content-sha256"] == hashlib.sha256(data).hexdigest()
     assert headers.get("x-amz-checksum-crc32") == _crc32_b64(data)
-    assert r.get("ChecksumCRC32") == _crc32_b64(data)
+    # The store's answer passes through: the checksum is echoed where the
+    # store echoes it to the same PUT straight (S3, s3s-fs and the embedded
+    # store do; Ceph RGW 16 does not).
+    if direct is None:
+        assert r.get("ChecksumCRC32") == _crc32_b64(data)
+    else:
+        straight = direct.put_object(Bucket=bucket, Key="small-direct.txt", Body=data, ContentType="text/plain")
+        assert straight["ETag"] == r["ETag"]
+        assert r.get("ChecksumCRC32") == straight.get("ChecksumCRC32")
+        assert r.get("ChecksumCRC32") in (None, _crc32_b64(data))
 
     got = s3.get_object(Bucket=bucket, Key="small.txt")
     assert got["Body"].read() == data
@@ -433,7 +445,7 @@ def test_list_objects_v2(s3, bucket):
     assert s3.get_object(Bucket=bucket, Key="sp ace+plus.txt")["Body"].read() == b"sp ace+plus.txt"
 
 
-def test_copy_object(s3, bucket):
+def test_copy_object(s3, bucket, direct):
     data = b"copy me " * 100
     s3.put_object(Bucket=bucket, Key="src", Body=data)
     try:
@@ -442,7 +454,16 @@ def test_copy_object(s3, bucket):
         if e.response["Error"]["Code"] == "NotImplemented":
             pytest.skip("the embedded store does not implement CopyObject")
         raise
-    assert r["CopyObjectResult"]["ETag"] == '"%s"' % hashlib.md5(data).hexdigest()
+    etag = r["CopyObjectResult"]["ETag"]
+    assert etag.strip('"') == hashlib.md5(data).hexdigest()
+    if direct is None:
+        assert etag == '"%s"' % hashlib.md5(data).hexdigest()
+    else:
+        # The CopyObjectResult passes through as the store wrote it: S3 and
+        # s3s-fs quote the ETag, Ceph RGW 16 does not. The same copy
+        # straight to the store gives the same form.
+        straight = direct.copy_object(Bucket=bucket, Key="dst-direct", CopySource={"Bucket": bucket, "Key": "src"})
+        assert etag == straight["CopyObjectResult"]["ETag"]
     assert s3.get_object(Bucket=bucket, Key="dst")["Body"].read() == data
 
 
@@ -718,7 +739,7 @@ def test_signed_trailer_checksum(endpoint, s3, bucket):
 # minio
 
 
-def test_minio(endpoint, s3, direct):
+def test_minio(endpoint, s3, upstream, direct):
     from minio import Minio
     from minio.error import S3Error
 
@@ -735,7 +756,21 @@ def test_minio(endpoint, s3, direct):
     big = os.urandom(6 * MIB + 3)
     # Unknown length: a multipart upload of 5 MiB parts.
     r = m.put_object(name, "d/big.bin", io.BytesIO(big), -1, part_size=5 * MIB)
-    assert r.etag.endswith("-2")
+    # The client takes the ETag from CompleteMultipartUpload's answer, which
+    # passes through as the store wrote it: Ceph RGW 16 writes an empty
+    # <ETag></ETag> (a known bug; HEAD has it). Straight to the store, the
+    # same upload gives the same.
+    if direct is None:
+        assert r.etag.endswith("-2")
+    else:
+        store_url, store_access, store_secret = upstream
+        straight = Minio(
+            store_url.split("://", 1)[1], access_key=store_access, secret_key=store_secret, secure=False, region=REGION
+        )
+        rs = straight.put_object(name, "d/big-direct.bin", io.BytesIO(big), -1, part_size=5 * MIB)
+        assert r.etag == rs.etag
+        straight.remove_object(name, "d/big-direct.bin")
+    assert m.stat_object(name, "d/big.bin").etag.endswith("-2")
     m.put_object(name, "top.txt", io.BytesIO(b"top"), 3)
 
     resp = m.get_object(name, "d/small.txt")
