@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # hipobj: the command-line client (cp, ls, mb, rm, bench, demo), for the
 # example client in compose.yaml and for quick checks against a gateway.
 # Build from the repository root:
@@ -11,9 +9,13 @@
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
+# Where the binary comes from: `source` builds it in the rust image (below);
+# `prebuilt` copies prebuilt/hipobj from the build context, for machines
+# without a registry (scripts/container-images; docker/README.md).
+ARG HIPOBJ_BINARIES=source
 
 # ---- build ----------------------------------------------------------------
-FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder
+FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder-source
 WORKDIR /src
 COPY . .
 ENV CARGO_PROFILE_RELEASE_STRIP=debuginfo
@@ -22,6 +24,12 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
     cargo build --release --locked -p hipobj-cli --bin hipobj \
     && install -D -m 0755 target/release/hipobj /out/hipobj
+
+# ---- or: the binary built outside (HIPOBJ_BINARIES=prebuilt) --------------
+FROM scratch AS builder-prebuilt
+COPY prebuilt/hipobj /out/hipobj
+
+FROM builder-${HIPOBJ_BINARIES} AS builder
 
 # ---- run ------------------------------------------------------------------
 FROM debian:${DEBIAN_RELEASE}-slim

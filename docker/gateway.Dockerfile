@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # hipobj-gateway: the RDMA S3 front, in front of MinIO or any S3 endpoint.
 # Build from the repository root (the context is the whole workspace):
 #
@@ -16,9 +14,13 @@
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
+# Where the binary comes from: `source` builds it in the rust image (below);
+# `prebuilt` copies prebuilt/hipobj-gateway from the build context, for machines
+# without a registry (scripts/container-images; docker/README.md).
+ARG HIPOBJ_BINARIES=source
 
 # ---- build: the release binary, with the lock file as committed ----------
-FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder
+FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder-source
 WORKDIR /src
 COPY . .
 # Symbols stay (for backtraces); the debug info of the release profile goes.
@@ -28,6 +30,12 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
     cargo build --release --locked -p hipobj-gateway --bin hipobj-gateway \
     && install -D -m 0755 target/release/hipobj-gateway /out/hipobj-gateway
+
+# ---- or: the binary built outside (HIPOBJ_BINARIES=prebuilt) --------------
+FROM scratch AS builder-prebuilt
+COPY prebuilt/hipobj-gateway /out/hipobj-gateway
+
+FROM builder-${HIPOBJ_BINARIES} AS builder
 
 # ---- run: Debian slim with libibverbs (dlopen()ed at run time) ------------
 FROM debian:${DEBIAN_RELEASE}-slim

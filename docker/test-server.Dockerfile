@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # hipobj-test-server: the reference RDMA S3 server (the gateway's engine with
 # an embedded store in a temporary directory, test credentials, GET /health).
 # Build from the repository root:
@@ -14,9 +12,13 @@
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
+# Where the binary comes from: `source` builds it in the rust image (below);
+# `prebuilt` copies prebuilt/hipobj-test-server from the build context, for machines
+# without a registry (scripts/container-images; docker/README.md).
+ARG HIPOBJ_BINARIES=source
 
 # ---- build ----------------------------------------------------------------
-FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder
+FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder-source
 WORKDIR /src
 COPY . .
 ENV CARGO_PROFILE_RELEASE_STRIP=debuginfo
@@ -25,6 +27,12 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
     cargo build --release --locked -p hipobj-test-server --bin hipobj-test-server \
     && install -D -m 0755 target/release/hipobj-test-server /out/hipobj-test-server
+
+# ---- or: the binary built outside (HIPOBJ_BINARIES=prebuilt) --------------
+FROM scratch AS builder-prebuilt
+COPY prebuilt/hipobj-test-server /out/hipobj-test-server
+
+FROM builder-${HIPOBJ_BINARIES} AS builder
 
 # ---- run ------------------------------------------------------------------
 FROM debian:${DEBIAN_RELEASE}-slim

@@ -1,12 +1,15 @@
 //! End-to-end tests in containers: `hipobj-gateway` in front of a real MinIO
-//! started with testcontainers. This library is their harness: whether a
-//! Docker engine answers (and the skip when none does), MinIO, and the
-//! gateway binary as a process in front of it; the signing S3 client, the
-//! client library's callbacks over real S3 requests and the rest are
-//! `hipobj-testkit`'s, re-exported here.
+//! started with testcontainers, and the images of `docker/` (gateway, Ceph
+//! RGW, the `hipobj` command) on a network of their own ([`containers`]).
+//! This library is their harness: whether a Docker engine answers (and the
+//! skip when none does), MinIO, and the gateway binary as a process in
+//! front of it; the signing S3 client, the client library's callbacks over
+//! real S3 requests and the rest are `hipobj-testkit`'s, re-exported here.
 //!
 //! Where `docker info` fails, every test prints that it was skipped and
-//! passes; with `REQUIRE_DOCKER=1` the skip is a failure.
+//! passes; with `REQUIRE_DOCKER=1` the skip is a failure. The MinIO tests
+//! also skip where the engine has no MinIO image and cannot pull one (no
+//! registry), `REQUIRE_DOCKER=1` or not: that image is not made here.
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +21,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use http::{Method, StatusCode};
+
+pub mod containers;
 
 pub use hipobj_testkit::{
     assert_object, client, free_port, pattern, xml_field, Answer, RdmaOps, ServerProc, AK, REGION,
@@ -139,7 +144,51 @@ pub fn minio_or_skip(test: &str) -> Option<Minio> {
         minio.wait_ready();
         return Some(minio);
     }
-    docker_or_skip(test).then(Minio::start)
+    (docker_or_skip(test) && minio_image_or_skip(test)).then(Minio::start)
+}
+
+/// True when the engine has the MinIO image testcontainers' module runs
+/// (`minio/minio` at the tag it pins), or pulls it now (asked once per
+/// process). When it has none and cannot pull one (no registry reachable),
+/// prints that `test` is skipped and returns false, with `REQUIRE_DOCKER=1`
+/// too: MinIO's image is never made or retagged here, and the container
+/// test against Ceph RGW (`tests/containers.rs`) is what runs without it.
+pub fn minio_image_or_skip(test: &str) -> bool {
+    static ANSWER: OnceLock<Result<(), String>> = OnceLock::new();
+    let answer = ANSWER.get_or_init(|| {
+        use testcontainers_modules::testcontainers::Image as _;
+        let module = testcontainers_modules::minio::MinIO::default();
+        let image = format!("{}:{}", module.name(), module.tag());
+        if containers::has_image(&image) {
+            return Ok(());
+        }
+        match containers::docker_with_limit(&["pull", &image], Duration::from_secs(600)) {
+            Ok(o) if o.status.success() => Ok(()),
+            Ok(o) => {
+                let said = o.both();
+                let first = said.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+                Err(format!(
+                    "MinIO's image {image} is not on this Docker engine and cannot be pulled ({})",
+                    first.trim()
+                ))
+            }
+            Err(e) => Err(format!(
+                "MinIO's image {image} is not on this Docker engine and cannot be pulled ({e})"
+            )),
+        }
+    });
+    match answer {
+        Ok(()) => true,
+        Err(why) => {
+            // One write: the tests of a binary run in parallel.
+            let line = format!(
+                "{test}: skipped: {why}; these tests run where MinIO's image can be had \
+                 (tests/containers.rs runs the gateway in front of Ceph RGW in containers instead)\n"
+            );
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            false
+        }
+    }
 }
 
 impl Minio {
