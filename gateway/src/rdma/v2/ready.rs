@@ -321,6 +321,11 @@ async fn put(
     }
     if let Some(h) = req.headers_mut() {
         h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(size));
+        // The store records the checksum of what arrived (as a v1 PUT's
+        // declared one), and returns it to later GETs, which check it.
+        if let Ok(v) = HeaderValue::from_str(&hipobj_wire::checksum::crc64nvme_value(crc)) {
+            h.insert(hipobj_wire::headers::CHECKSUM_CRC64NVME, v);
+        }
     }
     let req = req
         .body(body)
