@@ -29,6 +29,9 @@ class Result:
     parts: int
     attempts: int
     fallback_reason: Optional[str]
+    #: ``"hipobj-rc-v2"`` or ``"handshake"``: the RDMA protocol that moved
+    #: the bytes; ``None`` over HTTP.
+    rdma_protocol: Optional[str]
 
 class ObjectInfo:
     size: int
@@ -71,7 +74,11 @@ class Client:
     ``max_registrations`` buffers stay registered (least recently used
     ones that no transfer uses are released first). Each attempt of a
     request may take ``request_timeout`` seconds plus ``timeout_per_gib``
-    for each GiB it moves.
+    for each GiB it moves. ``rdma_protocol`` is ``"v2"`` (hipobj-rc-v2:
+    PREPARE and READY), ``"handshake"`` (the token on the S3 request after
+    the connect-first handshake) or ``"auto"`` (v2 first, the handshake
+    flow where the server does not speak v2); default
+    ``HIPOBJ_RDMA_PROTOCOL``, else ``"auto"``.
     """
 
     def __init__(
@@ -93,6 +100,7 @@ class Client:
         connect_timeout: float = 5.0,
         request_timeout: float = 10.0,
         timeout_per_gib: float = 30.0,
+        rdma_protocol: Optional[str] = None,
     ) -> None: ...
     @property
     def endpoint(self) -> str: ...

@@ -145,7 +145,7 @@ impl Client {
         endpoint=None, access_key=None, secret_key=None, region=None, profile=None, nic=None,
         require_rdma=false, *, rdma=true, addressing_style="path", part_size=64 << 20,
         concurrency=4, attempts=2, max_registrations=64, connect_timeout=5.0,
-        request_timeout=10.0, timeout_per_gib=30.0,
+        request_timeout=10.0, timeout_per_gib=30.0, rdma_protocol=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -166,6 +166,7 @@ impl Client {
         connect_timeout: f64,
         request_timeout: f64,
         timeout_per_gib: f64,
+        rdma_protocol: Option<String>,
     ) -> PyResult<Client> {
         let secs = |name: &str, v: f64| {
             std::time::Duration::try_from_secs_f64(v)
@@ -223,6 +224,8 @@ impl Client {
         cfg.region = r.region;
         cfg.virtual_host = virtual_host;
         cfg.require_rdma = require_rdma;
+        cfg.rdma_protocol = hipobj_s3::settings::resolve_rdma_protocol(rdma_protocol.as_deref())
+            .map_err(|e| PyValueError::new_err(format!("rdma_protocol: {e}")))?;
         cfg.part_size = part_size;
         cfg.concurrency = concurrency;
         cfg.attempts = attempts;

@@ -29,6 +29,9 @@ pub struct Moved {
     pub attempts: u32,
     /// Why the bytes went over HTTP, when they did.
     pub fallback_reason: Option<String>,
+    /// The RDMA protocol that moved them: `"hipobj-rc-v2"` or
+    /// `"handshake"`; `None` over HTTP.
+    pub rdma_protocol: Option<String>,
 }
 
 #[pymethods]
@@ -72,6 +75,7 @@ impl From<hipobj_s3::Outcome> for Moved {
             parts: o.parts,
             attempts: o.attempts,
             fallback_reason: o.fallback_reason,
+            rdma_protocol: o.rdma_protocol.map(str::to_string),
         }
     }
 }

@@ -13,13 +13,24 @@ import hipobj.aio
 from conftest import MIB, make_client
 
 
+def is_rdma_get(method, path, headers, prefix=""):
+    """Whether a request starts an RDMA GET of a key under `prefix`: the
+    handshake flow's GET with a token, or a hipobj-rc-v2 PREPARE of a GET
+    (its target, `/bucket/key`, in a header)."""
+    if method == "GET" and "x-amz-rdma-token" in headers:
+        return f"/{prefix}" in path
+    if method == "POST" and path == "/.hipobj-rc/prepare" and headers.get("x-amz-rdma-op") == "GET":
+        return f"/{prefix}" in (headers.get("x-amz-rdma-target") or "")
+    return False
+
+
 def gate_transfers(proxy, prefix, parties):
     """Holds each RDMA GET of a key under `prefix` at a barrier of
     `parties` (the held requests and the test's own thread)."""
     barrier = threading.Barrier(parties, timeout=120)
 
     def gate(method, path, headers):
-        if method == "GET" and f"/{prefix}" in path and "x-amz-rdma-token" in headers:
+        if is_rdma_get(method, path, headers, prefix):
             barrier.wait()
 
     proxy.gate = gate
@@ -65,7 +76,7 @@ def test_a_buffer_in_use_cannot_be_released(proxy_factory, client, bucket):
     arrived, go = threading.Event(), threading.Event()
 
     def gate(method, path, headers):
-        if method == "GET" and "x-amz-rdma-token" in headers:
+        if is_rdma_get(method, path, headers):
             arrived.set()
             assert go.wait(120)
 

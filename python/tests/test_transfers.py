@@ -2,6 +2,7 @@
 in ranges and in parts."""
 
 import hashlib
+import uuid
 import mmap
 
 import numpy as np
@@ -264,3 +265,25 @@ def test_through_the_gateway_in_front_of_s3s_fs(gateway):
     buf = bytearray(1000)
     c.get_object(name, "k", buf, range=(5000, 5999))
     assert bytes(buf) == data[5000:6000].tobytes()
+
+
+@pytest.mark.parametrize("protocol, moved_by", [("v2", "hipobj-rc-v2"), ("handshake", "handshake"), ("auto", "hipobj-rc-v2")])
+def test_rdma_protocol_is_chosen(server, protocol, moved_by):
+    c = make_client(server, rdma_protocol=protocol)
+    try:
+        name = f"py-{uuid.uuid4().hex[:12]}"
+        c.create_bucket(name)
+        data = pattern(2 * MIB + 5).tobytes()
+        put = c.put_object(name, "k", data)
+        assert (put.path, put.rdma_protocol) == ("rdma", moved_by)
+        buf = bytearray(len(data))
+        got = c.get_object(name, "k", buf)
+        assert (got.path, got.rdma_protocol) == ("rdma", moved_by)
+        assert bytes(buf) == data
+    finally:
+        c.close()
+
+
+def test_an_unknown_rdma_protocol_is_refused(server):
+    with pytest.raises(ValueError, match="rdma_protocol"):
+        make_client(server, rdma_protocol="v3")
