@@ -149,22 +149,15 @@ pub fn init_v2_with(
 }
 
 /// `hipObjGetV2` / `hipObjPutV2`: a hipobj-rc-v2 transfer of the buffer
-/// registered at `addr`, from its start, through the C callbacks.
-pub fn transfer_v2(
+/// registered at `addr`, from its start, through the callbacks `ops`
+/// builds for the current instance (the C ABI's adapter).
+pub fn transfer_v2<O: crate::v2::V2Ops>(
     op: hipobj_wire::rc_v2::Op,
     addr: usize,
     t: &crate::v2::V2Transfer,
-    ops: Option<&crate::ffi::HipObjOpsV2>,
-    ctx: *mut std::ffi::c_void,
+    ops: impl FnOnce(&crate::instance::Instance) -> Result<O>,
 ) -> Result<()> {
     let inst = current()?;
-    let mut ops = crate::ffi::CallbackOpsV2::new(
-        ops,
-        ctx,
-        inst.v2_endpoint.get().cloned(),
-        &inst.chosen.nic,
-        inst.device.port,
-        inst.device.gid_index,
-    )?;
+    let mut ops = ops(&inst)?;
     crate::v2::run(&inst, op, addr, t, &mut ops).map(|_| ())
 }

@@ -4,6 +4,10 @@
 
 use std::time::Duration;
 
+/// The whole-transfer deadline of a hipobj-rc-v2 transfer when none is set
+/// (hipObject's 60 s).
+pub const DEFAULT_TRANSFER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// `HIPOBJ_MAX_TRANSFERS`: connections in the pool (1 to 1024, default 16).
 pub const ENV_MAX_TRANSFERS: &str = "HIPOBJ_MAX_TRANSFERS";
 /// `HIPOBJ_STAGE_TIMEOUT_MS`: how long a staging copy may take (default
@@ -64,7 +68,7 @@ impl Default for Options {
             require_gpu_direct: false,
             rdma_debug: false,
             provider: ProviderChoice::Auto,
-            transfer_timeout: crate::v2::DEFAULT_TRANSFER_DEADLINE,
+            transfer_timeout: DEFAULT_TRANSFER_DEADLINE,
         }
     }
 }

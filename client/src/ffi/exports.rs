@@ -264,7 +264,7 @@ pub unsafe extern "C" fn hipObjGetV2(
         let t = unsafe { v2_transfer(op, bucket, key, size, offset, query) }?;
         // SAFETY: the function's contract covers `ops`.
         let ops = unsafe { ptr::optional(ops.cast_const()) };
-        c_semantics::transfer_v2(op, addr(dev_ptr), &t, ops, ctx)
+        c_semantics::transfer_v2(op, addr(dev_ptr), &t, |inst| callbacks_v2(inst, ops, ctx))
     })
 }
 
@@ -292,8 +292,24 @@ pub unsafe extern "C" fn hipObjPutV2(
         let t = unsafe { v2_transfer(op, bucket, key, size, offset, query) }?;
         // SAFETY: the function's contract covers `ops`.
         let ops = unsafe { ptr::optional(ops.cast_const()) };
-        c_semantics::transfer_v2(op, addr(dev_ptr), &t, ops, ctx)
+        c_semantics::transfer_v2(op, addr(dev_ptr), &t, |inst| callbacks_v2(inst, ops, ctx))
     })
+}
+
+/// The C callbacks of a v2 transfer, for the instance `inst`.
+fn callbacks_v2(
+    inst: &crate::instance::Instance,
+    ops: Option<&HipObjOpsV2>,
+    ctx: *mut c_void,
+) -> Result<super::CallbackOpsV2> {
+    super::CallbackOpsV2::new(
+        ops,
+        ctx,
+        inst.v2_endpoint.get().cloned(),
+        &inst.chosen.nic,
+        inst.device.port,
+        inst.device.gid_index,
+    )
 }
 
 /// `hipObjShutdown`.

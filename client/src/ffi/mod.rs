@@ -44,3 +44,6 @@ pub const HIPOBJ_RDMA_REPLY_RECONNECT: i32 = crate::transfer::REPLY_RECONNECT as
 /// `HIPOBJ_DIAG_DEADLINE_EXPIRED`: the `hipError` of a v2 transfer that
 /// failed `hipObjBusy` because its deadline expired ("TIME").
 pub const HIPOBJ_DIAG_DEADLINE_EXPIRED: i32 = crate::v2::DIAG_DEADLINE_EXPIRED;
+
+#[cfg(test)]
+mod ops_v2_tests;

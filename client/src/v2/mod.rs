@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 pub const H_MAX_SIZE: &str = "x-amz-rdma-max-size";
 
 /// The whole-transfer deadline when none is set (hipObject's 60 s).
-pub const DEFAULT_TRANSFER_DEADLINE: Duration = Duration::from_secs(60);
+pub const DEFAULT_TRANSFER_DEADLINE: Duration = crate::options::DEFAULT_TRANSFER_DEADLINE;
 /// The `hip_error` of a transfer that failed [`OpError::Busy`] because
 /// its deadline expired (hipObject's `HIPOBJ_DIAG_DEADLINE_EXPIRED`,
 /// "TIME"), as against a busy server.
@@ -631,4 +631,4 @@ pub(crate) fn put(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
