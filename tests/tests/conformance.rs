@@ -19,19 +19,24 @@ use serde_json::Value;
 
 /// The tampering modes and the check each must make FAIL (as
 /// `tamper-proxy --list` prints them, and `docs/conformance.md`).
-const MODES: [(&str, &str); 12] = [
+const MODES: [(&str, &str); 17] = [
     ("drop-reply", "reply.get"),
     ("range200", "get.range.206"),
     ("flip-byte", "get.whole"),
     ("write-past-end", "status.buffer-too-small.400"),
     ("accept-unsigned", "status.token-not-signed.403"),
+    ("accept-unsigned", "v2.status.unsigned-header.403"),
     ("partial-put", "put.failed.old-intact"),
     ("status500", "status.malformed-token.400"),
     ("serve-other-op", "status.other-operation.501"),
     ("fallback-on-421", "status.unknown-pair.421"),
     ("v2-cookie-echo", "v2.get.whole"),
     ("v2-ready-404-as-200", "v2.status.unknown-session.404"),
+    ("v2-ready-404-as-200", "v2.status.wrong-cookie.404"),
     ("v2-cancel-once", "v2.cancel.twice"),
+    ("v2-prepare-400-as-200", "v2.status.size-over-cap.400"),
+    ("v2-shift-offset", "v2.get.range"),
+    ("v2-put-short", "v2.put.whole"),
 ];
 
 fn proxy_bin() -> &'static Path {

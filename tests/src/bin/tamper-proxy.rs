@@ -72,24 +72,44 @@ enum Mode {
     /// session: CANCEL is not idempotent.
     #[value(name = "v2-cancel-once")]
     V2CancelOnce,
+    /// Answer 200 where the server answered a hipobj-rc-v2 PREPARE 400.
+    #[value(name = "v2-prepare-400-as-200")]
+    V2Prepare400As200,
+    /// Move a hipobj-rc-v2 PREPARE's offset by one byte (signed again):
+    /// the server sends other bytes than the client asked for.
+    #[value(name = "v2-shift-offset")]
+    V2ShiftOffset,
+    /// Shorten a hipobj-rc-v2 PUT's PREPARE by one byte (signed again):
+    /// the staging region is too small for the client's write.
+    #[value(name = "v2-put-short")]
+    V2PutShort,
 }
 
 impl Mode {
-    /// The check of `hipobj conformance` this mode must make FAIL.
-    fn breaks(self) -> &'static str {
+    /// The checks of `hipobj conformance` this mode must make FAIL.
+    fn breaks(self) -> &'static [&'static str] {
         match self {
-            Mode::DropReply => "reply.get",
-            Mode::Range200 => "get.range.206",
-            Mode::FlipByte => "get.whole",
-            Mode::WritePastEnd => "status.buffer-too-small.400",
-            Mode::AcceptUnsigned => "status.token-not-signed.403",
-            Mode::PartialPut => "put.failed.old-intact",
-            Mode::Status500 => "status.malformed-token.400",
-            Mode::ServeOtherOp => "status.other-operation.501",
-            Mode::FallbackOn421 => "status.unknown-pair.421",
-            Mode::V2CookieEcho => "v2.get.whole",
-            Mode::V2Ready404As200 => "v2.status.unknown-session.404",
-            Mode::V2CancelOnce => "v2.cancel.twice",
+            Mode::DropReply => &["reply.get"],
+            Mode::Range200 => &["get.range.206"],
+            Mode::FlipByte => &["get.whole"],
+            Mode::WritePastEnd => &["status.buffer-too-small.400"],
+            Mode::AcceptUnsigned => &[
+                "status.token-not-signed.403",
+                "v2.status.unsigned-header.403",
+            ],
+            Mode::PartialPut => &["put.failed.old-intact"],
+            Mode::Status500 => &["status.malformed-token.400"],
+            Mode::ServeOtherOp => &["status.other-operation.501"],
+            Mode::FallbackOn421 => &["status.unknown-pair.421"],
+            Mode::V2CookieEcho => &["v2.get.whole"],
+            Mode::V2Ready404As200 => &[
+                "v2.status.unknown-session.404",
+                "v2.status.wrong-cookie.404",
+            ],
+            Mode::V2CancelOnce => &["v2.cancel.twice"],
+            Mode::V2Prepare400As200 => &["v2.status.size-over-cap.400"],
+            Mode::V2ShiftOffset => &["v2.get.range"],
+            Mode::V2PutShort => &["v2.put.whole"],
         }
     }
 }
@@ -140,7 +160,9 @@ async fn main() -> anyhow::Result<()> {
     if a.list {
         for m in Mode::value_variants() {
             let name = m.to_possible_value().map(|v| v.get_name().to_string());
-            println!("{:<16} {}", name.unwrap_or_default(), m.breaks());
+            for check in m.breaks() {
+                println!("{:<22} {check}", name.clone().unwrap_or_default());
+            }
         }
         return Ok(());
     }
@@ -302,6 +324,29 @@ impl Proxy {
             (Mode::AcceptUnsigned, Some(_)) if !token_signed(&h) => {
                 self.sign(&method, &path_query, &mut h)?;
             }
+            (Mode::V2ShiftOffset, _) if path_query == hipobj_wire::rc_v2::PREPARE_PATH => {
+                let offset = h
+                    .get(hipobj_wire::rc_v2::H_OFFSET)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok());
+                if let Some(o) = offset {
+                    h.insert(hipobj_wire::rc_v2::H_OFFSET, HeaderValue::from(o + 1));
+                    self.sign(&method, &path_query, &mut h)?;
+                }
+            }
+            (Mode::V2PutShort, _)
+                if path_query == hipobj_wire::rc_v2::PREPARE_PATH
+                    && h.get(hipobj_wire::rc_v2::H_OP).is_some_and(|v| v == "PUT") =>
+            {
+                let size = h
+                    .get(hipobj_wire::rc_v2::H_SIZE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok());
+                if let Some(n) = size.filter(|n| *n > 1) {
+                    h.insert(hipobj_wire::rc_v2::H_SIZE, HeaderValue::from(n - 1));
+                    self.sign(&method, &path_query, &mut h)?;
+                }
+            }
             (Mode::ServeOtherOp, Some(_)) if transfer && is_bucket_operation(&path_query) => {
                 h.remove(headers::RDMA_TOKEN);
                 self.sign(&method, &path_query, &mut h)?;
@@ -394,6 +439,15 @@ impl Proxy {
             Mode::V2Ready404As200
                 if path_query == hipobj_wire::rc_v2::READY_PATH
                     && rp.status == StatusCode::NOT_FOUND =>
+            {
+                rp.status = StatusCode::OK;
+                rbody = Bytes::new();
+                rp.headers
+                    .insert(http::header::CONTENT_LENGTH, HeaderValue::from(0));
+            }
+            Mode::V2Prepare400As200
+                if path_query == hipobj_wire::rc_v2::PREPARE_PATH
+                    && rp.status == StatusCode::BAD_REQUEST =>
             {
                 rp.status = StatusCode::OK;
                 rbody = Bytes::new();
