@@ -240,10 +240,10 @@ pub struct Cpu {
 }
 
 impl Cpu {
-    /// Now, for these processes.
-    pub fn now(store: u32, gateway: u32) -> Cpu {
+    /// Now, for these processes (the store may be several).
+    pub fn now(store: &[u32], gateway: u32) -> Cpu {
         Cpu {
-            store: cpu_secs(store).unwrap_or(0.0),
+            store: store.iter().map(|p| cpu_secs(*p).unwrap_or(0.0)).sum(),
             gateway: cpu_secs(gateway).unwrap_or(0.0),
             client: cpu_secs(std::process::id()).unwrap_or(0.0),
         }

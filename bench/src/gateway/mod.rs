@@ -129,6 +129,23 @@ pub struct Args {
     /// temporary directory]; it is removed at the end.
     #[arg(long)]
     tmp_dir: Option<PathBuf>,
+    /// A store already running (e.g. Ceph RGW: scripts/ceph-rgw) instead
+    /// of starting s3s-fs: its endpoint.
+    #[arg(long, requires_all = ["store_access_key", "store_secret_key"])]
+    store_endpoint: Option<String>,
+    /// Its access key.
+    #[arg(long)]
+    store_access_key: Option<String>,
+    /// Its secret key.
+    #[arg(long, env = "HIPOBJ_BENCH_STORE_SECRET_KEY")]
+    store_secret_key: Option<String>,
+    /// Its processes, whose CPU time is the store's column (radosgw,
+    /// ceph-osd, ceph-mon for RGW), comma-separated PIDs.
+    #[arg(long, value_delimiter = ',')]
+    store_pids: Vec<u32>,
+    /// Its name in the report [default: s3s-fs, or "store"].
+    #[arg(long)]
+    store_name: Option<String>,
     /// RUST_LOG of the two servers.
     #[arg(long, default_value = "warn")]
     server_log: String,
@@ -150,6 +167,8 @@ struct Plan {
     chunk_mib: usize,
     staging_buffers: usize,
     quick: bool,
+    /// The store's name in the report.
+    store_name: String,
 }
 
 impl Plan {
@@ -193,6 +212,13 @@ impl Plan {
             chunk_mib: a.chunk_mib.clamp(1, 1024),
             staging_buffers: a.staging_buffers.max(1),
             quick: q,
+            store_name: a.store_name.clone().unwrap_or_else(|| {
+                if a.store_endpoint.is_some() {
+                    "store".into()
+                } else {
+                    "s3s-fs".into()
+                }
+            }),
         };
         if p.sizes.iter().any(|s| *s == 0 || *s > 4 << 30) {
             bail!("--sizes must be between 1 byte and 4GiB (one registered buffer)");
@@ -228,7 +254,7 @@ impl Way {
         match self {
             Way::Rdma => "RDMA via gateway",
             Way::GatewayHttp => "HTTP via gateway",
-            Way::Direct => "HTTP direct to s3s-fs",
+            Way::Direct => "HTTP direct to the store",
         }
     }
 
@@ -257,7 +283,7 @@ struct Env {
     direct: S3Client,
     sampler: Sampler,
     idle_rss_kib: u64,
-    store_pid: u32,
+    store_pids: Vec<u32>,
     gateway_pid: u32,
 }
 
@@ -271,7 +297,7 @@ impl Env {
     }
 
     fn cpu(&self) -> Cpu {
-        Cpu::now(self.store_pid, self.gateway_pid)
+        Cpu::now(&self.store_pids, self.gateway_pid)
     }
 
     fn delete(&self, key: &str) {
@@ -401,7 +427,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     drop(env);
     let gateway_alive = servers.gateway.alive();
     servers.gateway.stop();
-    servers.upstream.stop();
+    if let Some(u) = servers.upstream.as_mut() {
+        u.stop();
+    }
     let load_end = machine::loadavg();
     let report = render(&Report {
         plan: &plan,

@@ -127,7 +127,8 @@ pub(super) fn render(r: &Report<'_>) -> String {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "| size | op | path | s3s-fs | gateway | client | total | wall s/GiB (best) |"
+            "| size | op | path | {} | gateway | client | total | wall s/GiB (best) |",
+            p.store_name
         );
         let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
         for row in &res.throughput {
@@ -308,7 +309,7 @@ pub(super) fn render(r: &Report<'_>) -> String {
         );
         let _ = writeln!(
             o,
-            "| CompleteMultipartUpload, through the gateway (s3s-fs joins the parts before answering) | {:.2} | |",
+            "| CompleteMultipartUpload, through the gateway (the store joins the parts before answering) | {:.2} | |",
             h.complete_secs
         );
         let _ = writeln!(

@@ -28,13 +28,15 @@ const BUILD: &str = "cargo build --release -p hipobj-gateway -p hipobj-bench";
 #[derive(Debug)]
 pub(super) struct Bins {
     gateway: PathBuf,
-    s3s_fs: PathBuf,
+    /// None: the store is already running (`--store-endpoint`).
+    s3s_fs: Option<PathBuf>,
 }
 
 /// The processes of a run and its temporary directory (the store's data).
 #[derive(Debug)]
 pub(super) struct Servers {
-    pub(super) upstream: ServerProc,
+    /// s3s-fs, when the run started it.
+    pub(super) upstream: Option<ServerProc>,
     pub(super) gateway: ServerProc,
     /// Removed (with the store) when the servers are dropped.
     _tmp: tempfile::TempDir,
@@ -109,7 +111,10 @@ fn locate_s3s_fs(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
 pub(super) fn locate(a: &Args) -> anyhow::Result<Bins> {
     Ok(Bins {
         gateway: locate_gateway(a.gateway_bin.as_deref())?,
-        s3s_fs: locate_s3s_fs(a.s3s_fs.as_deref())?,
+        s3s_fs: match a.store_endpoint {
+            Some(_) => None,
+            None => Some(locate_s3s_fs(a.s3s_fs.as_deref())?),
+        },
     })
 }
 
@@ -151,22 +156,46 @@ pub(super) fn start(a: &Args, plan: &Plan, bins: &Bins) -> anyhow::Result<(Serve
     let data = tmp.path().join("data");
     std::fs::create_dir(&data)?;
 
-    let up_port = free_port();
-    let up_addr = SocketAddr::from(([127, 0, 0, 1], up_port));
-    let mut cmd = Command::new(&bins.s3s_fs);
-    cmd.args(["--host", "127.0.0.1", "--port", &up_port.to_string()])
-        .args(["--access-key", UP_KEY, "--secret-key", UP_SECRET])
-        .arg(&data)
-        .env("RUST_LOG", &a.server_log);
-    let upstream = serve("s3s-fs", cmd, up_port)?;
+    // The store: one already running, or s3s-fs started here.
+    let (upstream, up_url, up_key, up_secret, store_pids) = match &a.store_endpoint {
+        Some(endpoint) => (
+            None,
+            endpoint.trim_end_matches('/').to_string(),
+            a.store_access_key.clone().unwrap_or_default(),
+            a.store_secret_key.clone().unwrap_or_default(),
+            a.store_pids.clone(),
+        ),
+        None => {
+            let up_port = free_port();
+            let up_addr = SocketAddr::from(([127, 0, 0, 1], up_port));
+            let s3s_fs = bins
+                .s3s_fs
+                .as_ref()
+                .ok_or_else(|| anyhow!("no s3s-fs binary"))?;
+            let mut cmd = Command::new(s3s_fs);
+            cmd.args(["--host", "127.0.0.1", "--port", &up_port.to_string()])
+                .args(["--access-key", UP_KEY, "--secret-key", UP_SECRET])
+                .arg(&data)
+                .env("RUST_LOG", &a.server_log);
+            let p = serve("s3s-fs", cmd, up_port)?;
+            let pid = p.pid();
+            (
+                Some(p),
+                format!("http://{up_addr}"),
+                UP_KEY.to_string(),
+                UP_SECRET.to_string(),
+                vec![pid],
+            )
+        }
+    };
 
     let gw_port = free_port();
     let gw_addr = SocketAddr::from(([127, 0, 0, 1], gw_port));
     let mut cmd = Command::new(&bins.gateway);
     cmd.args(["--listen", &gw_addr.to_string()])
-        .args(["--upstream", &format!("http://{up_addr}")])
-        .args(["--upstream-access-key", UP_KEY])
-        .args(["--upstream-secret-key", UP_SECRET])
+        .args(["--upstream", &up_url])
+        .args(["--upstream-access-key", &up_key])
+        .args(["--upstream-secret-key", &up_secret])
         .args(["--access-key", GW_KEY, "--secret-key", GW_SECRET])
         .args(["--rdma-device", "soft0"])
         .args(["--chunk-mib", &plan.chunk_mib.to_string()])
@@ -181,10 +210,9 @@ pub(super) fn start(a: &Args, plan: &Plan, bins: &Bins) -> anyhow::Result<(Serve
     }
     let gateway = serve("hipobj-gateway", cmd, gw_port)?;
     eprintln!(
-        "hipobj-bench gateway: s3s-fs {} on {up_addr}, hipobj-gateway {} on {gw_addr}, store in {}",
-        bins.s3s_fs.display(),
+        "hipobj-bench gateway: {} at {up_url}, hipobj-gateway {} on {gw_addr}",
+        plan.store_name,
         bins.gateway.display(),
-        data.display()
     );
 
     let sampler = Sampler::start(gateway.pid(), Duration::from_millis(50));
@@ -216,10 +244,10 @@ pub(super) fn start(a: &Args, plan: &Plan, bins: &Bins) -> anyhow::Result<(Serve
     let env = Env {
         rdma: mk(gw_url.clone(), GW_KEY, GW_SECRET, true)?,
         gw_http: mk(gw_url, GW_KEY, GW_SECRET, false)?,
-        direct: mk(format!("http://{up_addr}"), UP_KEY, UP_SECRET, false)?,
+        direct: mk(up_url.clone(), &up_key, &up_secret, false)?,
         idle_rss_kib: sampler.rss_kib(),
         sampler,
-        store_pid: upstream.pid(),
+        store_pids,
         gateway_pid: gateway.pid(),
         lib,
         rt,
