@@ -1,7 +1,9 @@
 //! The flags naming the server and how to sign for it. They resolve, with
 //! the environment and the shared AWS files, as the AWS CLI's do, in
 //! [`hipobj_s3::settings`] (shared with the Python package): `--endpoint`,
-//! `AWS_ENDPOINT_URL`, the profile's `endpoint_url`; `--access-key` and
+//! `AWS_ENDPOINT_URL`, the profile's `endpoint_url` (each one endpoint or
+//! several separated by commas: gateways in front of one store, the next
+//! taking over when one fails); `--access-key` and
 //! `--secret-key`, then `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` unless
 //! `--profile` was given, then the profile's keys; `--region`,
 //! `AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's, else `us-east-1`.
@@ -11,9 +13,11 @@ use hipobj_s3::settings::{self, Args, Resolved, SettingsError};
 /// Flags naming the server and how to sign for it.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ConnArgs {
-    /// The S3 endpoint, http://host:port [default: AWS_ENDPOINT_URL, else the
-    /// profile's endpoint_url].
-    #[arg(long, value_name = "URL")]
+    /// The S3 endpoint, http://host:port, or several separated by commas
+    /// (gateways in front of one store: requests move on to the next when
+    /// one fails) [default: AWS_ENDPOINT_URL, else the profile's
+    /// endpoint_url].
+    #[arg(long, value_name = "URL[,URL...]")]
     pub endpoint: Option<String>,
     /// The profile in ~/.aws/credentials and ~/.aws/config [default:
     /// AWS_PROFILE, else "default"].
@@ -68,6 +72,14 @@ fn flag_error(e: SettingsError) -> anyhow::Error {
                 "no endpoint: pass --endpoint http://host:port, or set AWS_ENDPOINT_URL"
             )
         }
+        SettingsError::BadEndpoint { from, message } => {
+            let from = if from == "the endpoint argument" {
+                "--endpoint".to_string()
+            } else {
+                from
+            };
+            anyhow::anyhow!("{from}: {message}")
+        }
         SettingsError::HalfCredentials => {
             anyhow::anyhow!("--access-key and --secret-key go together")
         }
@@ -100,6 +112,18 @@ mod tests {
         })
         .to_string();
         assert!(e.contains("--access-key") && e.contains("\"p\""), "{e}");
+        let e = flag_error(SettingsError::BadEndpoint {
+            from: "the endpoint argument".into(),
+            message: "m".into(),
+        })
+        .to_string();
+        assert_eq!(e, "--endpoint: m");
+        let e = flag_error(SettingsError::BadEndpoint {
+            from: "AWS_ENDPOINT_URL".into(),
+            message: "m".into(),
+        })
+        .to_string();
+        assert_eq!(e, "AWS_ENDPOINT_URL: m");
         let e = flag_error(SettingsError::UnknownProfile("x".into())).to_string();
         assert!(
             e.contains("neither the credentials nor the config file"),

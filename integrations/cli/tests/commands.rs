@@ -5,4 +5,5 @@
 //! their own in Cargo.toml.
 
 mod cli;
+mod endpoints;
 mod s3_commands;

@@ -11,6 +11,9 @@ pub const DEFAULT_CONCURRENCY: usize = 4;
 pub const DEFAULT_ATTEMPTS: u32 = 2;
 /// Default time an endpoint found without RDMA is remembered as such.
 pub const DEFAULT_NO_RDMA_TTL: Duration = Duration::from_secs(5 * 60);
+/// Default time an endpoint of several is avoided after it failed an
+/// attempt (refused, reset, timed out, 502/503/504).
+pub const DEFAULT_ENDPOINT_COOLDOWN: Duration = Duration::from_secs(10);
 /// The smallest part S3 accepts (but the last).
 pub const MIN_PART_SIZE: usize = 5 << 20;
 
@@ -117,7 +120,14 @@ impl Timeouts {
 /// ```
 #[derive(Clone)]
 pub struct ClientConfig {
-    /// `http://host:port` (no TLS).
+    /// `http://host:port` (no TLS), or several separated by commas
+    /// (`http://gw1:9000,http://gw2:9000`: gateways in front of one store).
+    /// Requests go to the current one; an attempt that fails there (no
+    /// connection, a connection reset or a transfer broken off, a timeout,
+    /// a 502/503/504 answer) puts it in a cool-down
+    /// ([`endpoint_cooldown`](Self::endpoint_cooldown)) and the retry goes
+    /// to the next (round robin), within [`attempts`](Self::attempts).
+    /// Each is validated by [`S3Client::new`](crate::S3Client::new).
     pub endpoint: String,
     /// Virtual-hosted-style addressing: each request goes to the endpoint's
     /// address with `Host: <bucket>.<host>:<port>` and path `/key`, for a
@@ -155,6 +165,10 @@ pub struct ClientConfig {
     pub bind_to_token_nic: bool,
     /// Which RDMA protocol to speak (default [`RdmaProtocol::Auto`]).
     pub rdma_protocol: RdmaProtocol,
+    /// How long an endpoint of several is avoided after it failed an
+    /// attempt (default 10 s); then it is tried again when the rotation
+    /// comes back to it. Unused with one endpoint.
+    pub endpoint_cooldown: Duration,
 }
 
 impl ClientConfig {
@@ -180,7 +194,41 @@ impl ClientConfig {
             no_rdma_ttl: DEFAULT_NO_RDMA_TTL,
             bind_to_token_nic: true,
             rdma_protocol: RdmaProtocol::Auto,
+            endpoint_cooldown: DEFAULT_ENDPOINT_COOLDOWN,
         }
+    }
+
+    /// With several endpoints (gateways in front of one store), tried in
+    /// this order: [`endpoint`](Self::endpoint) becomes their list.
+    ///
+    /// ```
+    /// use hipobj_s3::ClientConfig;
+    ///
+    /// let cfg = ClientConfig::new("http://gw1:9000", "k", "s")
+    ///     .with_endpoints(["http://gw1:9000", "http://gw2:9000"]);
+    /// assert_eq!(cfg.endpoint, "http://gw1:9000,http://gw2:9000");
+    /// assert_eq!(cfg.endpoints(), ["http://gw1:9000", "http://gw2:9000"]);
+    /// ```
+    pub fn with_endpoints<I, S>(mut self, endpoints: I) -> ClientConfig
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let v: Vec<String> = endpoints
+            .into_iter()
+            .map(|e| e.as_ref().trim().to_string())
+            .collect();
+        self.endpoint = v.join(",");
+        self
+    }
+
+    /// The endpoints [`endpoint`](Self::endpoint) lists, trimmed, in order
+    /// (not validated: [`S3Client::new`](crate::S3Client::new) does).
+    pub fn endpoints(&self) -> Vec<String> {
+        self.endpoint
+            .split(',')
+            .map(|e| e.trim().to_string())
+            .collect()
     }
 
     /// With the client library whose registered buffers move by RDMA.
@@ -207,6 +255,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("no_rdma_ttl", &self.no_rdma_ttl)
             .field("bind_to_token_nic", &self.bind_to_token_nic)
             .field("rdma_protocol", &self.rdma_protocol)
+            .field("endpoint_cooldown", &self.endpoint_cooldown)
             .finish()
     }
 }

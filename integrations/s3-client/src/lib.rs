@@ -29,6 +29,19 @@
 //! `x-amz-checksum-crc64nvme` when it sends one. Multipart uploads are
 //! completed only when every part succeeded, and aborted otherwise.
 //!
+//! **Several endpoints.** [`ClientConfig::endpoint`] may list several
+//! gateways in front of one store, separated by commas
+//! ([`ClientConfig::with_endpoints`]). Requests go to the current one; an
+//! attempt that fails there (no connection, a connection reset or a
+//! transfer broken off, a timeout, a 502/503/504 answer) cools it down for
+//! [`ClientConfig::endpoint_cooldown`] and the request's next attempt (of
+//! [`ClientConfig::attempts`]) goes to the next endpoint, round robin. Each
+//! attempt is signed for the endpoint it goes to. RDMA state is per
+//! endpoint: a handshake pair made with one gateway is answered 421 at
+//! another (the library connects again), a hipobj-rc-v2 session starts over
+//! at the next endpoint, and what is remembered (no RDMA, no v2, a v2 PUT
+//! cap) is remembered per endpoint.
+//!
 //! **Raw requests.** [`S3Client::raw`] sends one [`RawRequest`] as it is
 //! (a token of the caller's, signed, left out of the signature, or without
 //! any signature), once, and returns the whole [`RawAnswer`]: for tools that
@@ -80,6 +93,7 @@ pub mod blocking;
 mod checksum;
 mod client;
 mod config;
+mod endpoints;
 mod error;
 mod http;
 mod raw;
@@ -100,7 +114,7 @@ pub const PROTOCOL_HANDSHAKE: &str = "handshake";
 
 pub use config::{
     ClientConfig, RdmaProtocol, Timeouts, DEFAULT_ATTEMPTS, DEFAULT_CONCURRENCY,
-    DEFAULT_NO_RDMA_TTL, DEFAULT_PART_SIZE, MIN_PART_SIZE,
+    DEFAULT_ENDPOINT_COOLDOWN, DEFAULT_NO_RDMA_TTL, DEFAULT_PART_SIZE, MIN_PART_SIZE,
 };
 pub use error::{Error, Result};
 pub use raw::{RawAnswer, RawAuth, RawRequest};

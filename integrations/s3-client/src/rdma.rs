@@ -51,27 +51,30 @@ pub(crate) fn forget(endpoint: &str) {
     m.remove(endpoint);
 }
 
+/// Server GID → endpoint base → (the endpoint, the path of a handshake).
+type Paired = HashMap<hipobj_wire::Gid, HashMap<String, (h::Endpoint, String)>>;
+
 /// What the RDMA requests need, shared with the blocking threads.
 #[derive(Debug)]
 pub(crate) struct RdmaContext {
     pub rt: RdmaRuntime,
     pub signer: Signer,
-    pub endpoint: h::Endpoint,
     pub connect_timeout: Duration,
     pub bind: bool,
     /// Clients whose connections run on the RDMA runtime (blocking
     /// transfers) and on the caller's (stepwise ones), by local address.
     clients: Mutex<HashMap<(Option<IpAddr>, bool), HttpClient>>,
-    /// The servers (by GID) this endpoint paired the library's QPs with,
-    /// each with the path of a handshake it answered: where a goodbye goes
-    /// ([`RdmaContext::goodbyes`]).
-    paired: Mutex<HashMap<hipobj_wire::Gid, String>>,
+    /// The servers (by GID) the endpoints paired the library's QPs with,
+    /// each with the endpoints that answered a handshake for it and the
+    /// path of one such handshake: where a goodbye goes
+    /// ([`RdmaContext::goodbyes`]). Several endpoints on one host share a
+    /// GID.
+    paired: Mutex<Paired>,
 }
 
 impl RdmaContext {
     pub(crate) fn new(
         signer: Signer,
-        endpoint: h::Endpoint,
         connect_timeout: Duration,
         bind: bool,
     ) -> Result<RdmaContext> {
@@ -84,7 +87,6 @@ impl RdmaContext {
         Ok(RdmaContext {
             rt: RdmaRuntime(Some(rt)),
             signer,
-            endpoint,
             connect_timeout,
             bind,
             clients: Mutex::new(HashMap::new()),
@@ -106,9 +108,9 @@ impl RdmaContext {
         self.rt.handle()
     }
 
-    /// Remembers that a handshake sent to `path_query` paired a QP with
-    /// the server whose reply is `reply`.
-    fn paired_with(&self, reply: &[u8], path_query: &str) {
+    /// Remembers that a handshake sent to `path_query` at `endpoint`
+    /// paired a QP with the server whose reply is `reply`.
+    fn paired_with(&self, endpoint: &h::Endpoint, reply: &[u8], path_query: &str) {
         if let Some(server) = Reply::parse(reply)
             .ok()
             .and_then(|r| r.peer_token().copied())
@@ -117,12 +119,15 @@ impl RdmaContext {
             self.paired
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(server.gid, path.to_string());
+                .entry(server.gid)
+                .or_default()
+                .insert(endpoint.base.clone(), (endpoint.clone(), path.to_string()));
         }
     }
 
-    /// Says goodbye for every pair `lib` lets go of with this endpoint's
-    /// servers: a signed `HEAD` of a path a handshake used, with the
+    /// Says goodbye for every pair `lib` lets go of with the endpoints'
+    /// servers (to each endpoint that paired with the server's GID): a
+    /// signed `HEAD` of a path a handshake used, with the
     /// handshake-form token naming the QP and `x-amz-rdma-goodbye: 1`, so
     /// that the server releases its pair at once. Pairs with other servers
     /// go back untouched to no one: the library reset them (they connect
@@ -137,36 +142,38 @@ impl RdmaContext {
             .clone();
         let mut said = 0;
         for pair in lib.take_pairs() {
-            let Some(path) = paired.get(&pair.server_gid) else {
+            let Some(endpoints) = paired.get(&pair.server_gid) else {
                 continue;
             };
-            let mut hm = HeaderMap::new();
-            let (Ok(()), Ok(())) = (
-                h::set(&mut hm, headers::RDMA_TOKEN, &pair.token),
-                h::set(&mut hm, headers::RDMA_GOODBYE, "1"),
-            ) else {
-                continue;
-            };
-            let Ok(target) = self.endpoint.target(path) else {
-                continue;
-            };
-            let Ok(req) = h::signed(
-                &self.signer,
-                Method::HEAD,
-                target,
-                hm,
-                h::empty(),
-                0,
-                headers::UNSIGNED_PAYLOAD,
-            ) else {
-                continue;
-            };
-            let client = self.client(None, true);
-            if let Ok(a) = exchange(client, req, limit).await {
-                if a.status == StatusCode::OK {
-                    said += 1;
+            let mut answered = false;
+            for (endpoint, path) in endpoints.values() {
+                let mut hm = HeaderMap::new();
+                let (Ok(()), Ok(())) = (
+                    h::set(&mut hm, headers::RDMA_TOKEN, &pair.token),
+                    h::set(&mut hm, headers::RDMA_GOODBYE, "1"),
+                ) else {
+                    continue;
+                };
+                let Ok(target) = endpoint.target(path) else {
+                    continue;
+                };
+                let Ok(req) = h::signed(
+                    &self.signer,
+                    Method::HEAD,
+                    target,
+                    hm,
+                    h::empty(),
+                    0,
+                    headers::UNSIGNED_PAYLOAD,
+                ) else {
+                    continue;
+                };
+                let client = self.client(None, true);
+                if let Ok(a) = exchange(client, req, limit).await {
+                    answered |= a.status == StatusCode::OK;
                 }
             }
+            said += usize::from(answered);
         }
         said
     }
@@ -216,21 +223,27 @@ pub(crate) struct Seen {
     pub handshake: bool,
 }
 
-/// The callbacks: each token goes out in a signed request, on the
-/// client's runtime, from the blocking thread of the transfer.
+/// The callbacks: each token goes out in a signed request to the
+/// attempt's endpoint, on the client's runtime, from the blocking thread of
+/// the transfer.
 pub(crate) struct Ops {
     ctx: Arc<RdmaContext>,
     req: Arc<RdmaRequest>,
+    /// Where this attempt's requests go (its handshake pairs with that
+    /// gateway; a pair made with another is answered 421 there, and the
+    /// library connects again).
+    endpoint: h::Endpoint,
     pub last: Option<Seen>,
     pub failure: Option<Error>,
     pub requests: u32,
 }
 
 impl Ops {
-    pub(crate) fn new(ctx: Arc<RdmaContext>, req: Arc<RdmaRequest>) -> Ops {
+    pub(crate) fn new(ctx: Arc<RdmaContext>, req: Arc<RdmaRequest>, endpoint: h::Endpoint) -> Ops {
         Ops {
             ctx,
             req,
+            endpoint,
             last: None,
             failure: None,
             requests: 0,
@@ -267,7 +280,7 @@ impl Ops {
         } else {
             self.req.method.clone()
         };
-        let target = self.ctx.endpoint.target(&self.req.path_query)?;
+        let target = self.endpoint.target(&self.req.path_query)?;
         let req = h::signed(
             &self.ctx.signer,
             method,
@@ -301,7 +314,11 @@ impl Ops {
             Ok(answer) => {
                 if handshake && answer.status == StatusCode::OK {
                     if let Some(reply) = answer.headers.get(headers::RDMA_REPLY) {
-                        self.ctx.paired_with(reply.as_bytes(), &self.req.path_query);
+                        self.ctx.paired_with(
+                            &self.endpoint,
+                            reply.as_bytes(),
+                            &self.req.path_query,
+                        );
                     }
                 }
                 self.last = Some(Seen { answer, handshake });
@@ -355,12 +372,13 @@ pub(crate) const STEPWISE_MAX: usize = 1 << 20;
 pub(crate) async fn stepwise(
     ctx: &Arc<RdmaContext>,
     req: &Arc<RdmaRequest>,
+    endpoint: &h::Endpoint,
     reg: &Registered<'_, '_>,
     dir: Direction,
     offset: u64,
     len: usize,
 ) -> Option<Attempt> {
-    let mut ops = Ops::new(ctx.clone(), req.clone());
+    let mut ops = Ops::new(ctx.clone(), req.clone(), endpoint.clone());
     let (mut t, mut token) = match reg.start_stepwise(dir, offset, len) {
         Ok(Some(started)) => started,
         Ok(None) => return None,

@@ -83,6 +83,9 @@ pub(crate) fn echoes(a: &Answer) -> bool {
 /// The control requests of one transfer, and what they saw.
 pub(crate) struct V2Http {
     ctx: Arc<RdmaContext>,
+    /// Where this transfer's control requests go: a session lives on one
+    /// gateway.
+    endpoint: h::Endpoint,
     /// The limit of PREPARE and CANCEL.
     request_limit: Duration,
     /// The limit of READY (it moves the bytes).
@@ -106,11 +109,13 @@ pub(crate) struct V2Http {
 impl V2Http {
     pub(crate) fn new(
         ctx: Arc<RdmaContext>,
+        endpoint: h::Endpoint,
         request_limit: Duration,
         ready_limit: Duration,
     ) -> V2Http {
         V2Http {
             ctx,
+            endpoint,
             request_limit,
             ready_limit,
             prepare: None,
@@ -135,7 +140,7 @@ impl V2Http {
             h::set(&mut hm, k, v)?;
         }
         let target = Target {
-            uri: self.ctx.endpoint.uri(path)?,
+            uri: self.endpoint.uri(path)?,
             host: None,
         };
         let req = h::signed(

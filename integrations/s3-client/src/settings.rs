@@ -2,7 +2,11 @@
 //! the caller passed, then the environment, then the shared AWS files. The
 //! `hipobj` command and the Python package resolve their settings here.
 //!
-//! - Endpoint: the argument, `AWS_ENDPOINT_URL`, the profile's `endpoint_url`.
+//! - Endpoint: the argument, `AWS_ENDPOINT_URL`, the profile's `endpoint_url`;
+//!   each may be one `http://host:port` or several separated by commas
+//!   (gateways in front of one store: the client moves on to the next when
+//!   one fails, [`ClientConfig::endpoint`](crate::ClientConfig::endpoint)),
+//!   each checked ([`SettingsError::BadEndpoint`] names where it came from).
 //! - Credentials: the arguments; then, unless a profile was given (an
 //!   explicit profile wins over the environment, as in the AWS CLI),
 //!   `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`; then the profile's
@@ -48,7 +52,7 @@ pub const DEFAULT_REGION: &str = "us-east-1";
 /// What the caller passed (flags, function arguments); each may be absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Args {
-    /// `http://host:port`.
+    /// `http://host:port`, or several separated by commas.
     pub endpoint: Option<String>,
     /// The profile in the shared files.
     pub profile: Option<String>,
@@ -65,7 +69,9 @@ pub struct Args {
 /// Where to send requests, how to sign them, and the NIC.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Resolved {
-    /// `http://host:port`.
+    /// `http://host:port`, or several separated by commas (each checked,
+    /// blanks around them removed): what
+    /// [`ClientConfig::endpoint`](crate::ClientConfig::endpoint) takes.
     pub endpoint: String,
     /// The SigV4 region.
     pub region: String,
@@ -75,6 +81,13 @@ pub struct Resolved {
     pub secret_key: String,
     /// The NIC.
     pub nic: String,
+}
+
+impl Resolved {
+    /// The endpoints, in order (one, or several).
+    pub fn endpoints(&self) -> Vec<&str> {
+        self.endpoint.split(',').collect()
+    }
 }
 
 impl std::fmt::Debug for Resolved {
@@ -98,6 +111,16 @@ pub enum SettingsError {
     /// No endpoint anywhere.
     #[error("no endpoint: pass one, or set AWS_ENDPOINT_URL")]
     NoEndpoint,
+    /// An endpoint (of a list, or the only one) is unusable: not
+    /// `http://host[:port]`, or an empty entry in a list.
+    #[error("{from}: {message}")]
+    BadEndpoint {
+        /// Where it came from: `the endpoint argument`,
+        /// `AWS_ENDPOINT_URL`, or the profile's `endpoint_url`.
+        from: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// No credentials anywhere.
     #[error(
         "no credentials: pass an access key and a secret key, set AWS_ACCESS_KEY_ID and \
@@ -220,6 +243,28 @@ pub fn rdma_protocol_with(
     }
 }
 
+/// One endpoint or a comma-separated list of them, each checked
+/// (`http://host[:port]`), blanks around each removed: the list joined by
+/// commas, or what is wrong.
+///
+/// ```
+/// use hipobj_s3::settings::endpoint_list;
+///
+/// assert_eq!(
+///     endpoint_list(" http://gw1:9000 , http://gw2:9000").unwrap(),
+///     "http://gw1:9000,http://gw2:9000"
+/// );
+/// assert!(endpoint_list("http://gw1:9000,").is_err());
+/// assert!(endpoint_list("http://gw1:9000,https://gw2").is_err());
+/// ```
+pub fn endpoint_list(s: &str) -> Result<String, String> {
+    let v = crate::endpoints::split(s)?;
+    for e in &v {
+        crate::http::Endpoint::parse(e).map_err(|e| e.to_string())?;
+    }
+    Ok(v.join(","))
+}
+
 /// Resolves with `env` for the environment and `home` for `~`.
 pub fn resolve_with(
     args: &Args,
@@ -263,10 +308,15 @@ pub fn resolve_with(
             .filter(|v| !v.is_empty())
     };
 
-    let endpoint = nonempty(args.endpoint.clone())
-        .or_else(|| var("AWS_ENDPOINT_URL"))
-        .or_else(|| setting("endpoint_url"))
+    let (endpoint, from) = nonempty(args.endpoint.clone())
+        .map(|e| (e, "the endpoint argument".to_string()))
+        .or_else(|| var("AWS_ENDPOINT_URL").map(|e| (e, "AWS_ENDPOINT_URL".to_string())))
+        .or_else(|| {
+            setting("endpoint_url").map(|e| (e, format!("the profile {profile:?}'s endpoint_url")))
+        })
         .ok_or(SettingsError::NoEndpoint)?;
+    let endpoint =
+        endpoint_list(&endpoint).map_err(|message| SettingsError::BadEndpoint { from, message })?;
     let region = nonempty(args.region.clone())
         .or_else(|| var("AWS_REGION"))
         .or_else(|| var("AWS_DEFAULT_REGION"))
@@ -504,6 +554,67 @@ mod tests {
         )
         .unwrap();
         assert_eq!(all(&r), ("http://x:1", "us-east-1", "k", "s", "soft0"));
+    }
+
+    #[test]
+    fn endpoint_lists() {
+        let creds = env_of(&[("AWS_ACCESS_KEY_ID", "k"), ("AWS_SECRET_ACCESS_KEY", "s")]);
+        let arg = |e: &str| Args {
+            endpoint: Some(e.into()),
+            ..Args::default()
+        };
+        // The argument: a list, blanks removed, order kept.
+        let r = resolve_with(&arg("http://a:1, http://b:2 ,http://c"), &creds, None).unwrap();
+        assert_eq!(r.endpoint, "http://a:1,http://b:2,http://c");
+        assert_eq!(r.endpoints(), ["http://a:1", "http://b:2", "http://c"]);
+        // One endpoint stays as it was.
+        let r = resolve_with(&arg("http://a:1"), &creds, None).unwrap();
+        assert_eq!(r.endpoints(), ["http://a:1"]);
+        // AWS_ENDPOINT_URL.
+        let env = env_of(&[
+            ("AWS_ACCESS_KEY_ID", "k"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("AWS_ENDPOINT_URL", "http://e1:1,http://e2:2"),
+        ]);
+        let r = resolve_with(&Args::default(), &env, None).unwrap();
+        assert_eq!(r.endpoints(), ["http://e1:1", "http://e2:2"]);
+        // The profile's endpoint_url.
+        let home = home_with(
+            "[default]\naws_access_key_id = A\naws_secret_access_key = S\n",
+            "[default]\nendpoint_url = http://p1:1,http://p2:2\n",
+        );
+        let r = resolve_with(&Args::default(), &env_of(&[]), Some(home.path())).unwrap();
+        assert_eq!(r.endpoints(), ["http://p1:1", "http://p2:2"]);
+        // Each entry is checked, and the error says where it came from.
+        let e = resolve_with(&arg("http://a:1,https://b:2"), &creds, None).unwrap_err();
+        assert!(
+            matches!(&e, SettingsError::BadEndpoint { from, message }
+                if from == "the endpoint argument" && message.contains("https")),
+            "{e}"
+        );
+        for bad in [
+            "http://a:1,",
+            ",http://a:1",
+            "http://a:1,,http://b:2",
+            "a:1",
+        ] {
+            let e = resolve_with(&arg(bad), &creds, None).unwrap_err();
+            assert!(matches!(e, SettingsError::BadEndpoint { .. }), "{bad}: {e}");
+        }
+        let bad_env = env_of(&[
+            ("AWS_ACCESS_KEY_ID", "k"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("AWS_ENDPOINT_URL", "http://e1:1,ftp://e2"),
+        ]);
+        let e = resolve_with(&Args::default(), &bad_env, None).unwrap_err();
+        assert!(e.to_string().starts_with("AWS_ENDPOINT_URL: "), "{e}");
+        assert!(e.to_string().contains("configuration"), "{e}");
+        let home = home_with(
+            "[default]\naws_access_key_id = A\naws_secret_access_key = S\n",
+            "[default]\nendpoint_url = http://p1:1,\n",
+        );
+        let e = resolve_with(&Args::default(), &env_of(&[]), Some(home.path())).unwrap_err();
+        assert!(e.to_string().contains("endpoint_url"), "{e}");
     }
 
     #[test]

@@ -231,8 +231,26 @@ impl S3Client {
         hm: &HeaderMap,
         sel: Selection,
     ) -> Result<Outcome> {
+        let (a, mut body, ei) = self.open_get(path_query, hm).await?;
+        let r = self
+            .http_get_body(reg, buf_off, space, a, &mut body, sel)
+            .await;
+        // A body broken off is the endpoint's failure too.
+        self.inner.endpoints.note(ei, &r);
+        r
+    }
+
+    /// The rest of [`S3Client::http_get_once`]: the body into the buffer.
+    async fn http_get_body(
+        &self,
+        reg: &Registered<'_, '_>,
+        buf_off: usize,
+        space: usize,
+        a: crate::http::Answer,
+        body: &mut hyper::body::Incoming,
+        sel: Selection,
+    ) -> Result<Outcome> {
         let cfg = &self.inner.cfg;
-        let (a, mut body) = self.open_get(path_query, hm).await?;
         if let Some(n) = a
             .header(CONTENT_LENGTH.as_str())
             .and_then(|v| v.trim().parse::<u64>().ok())
@@ -249,7 +267,7 @@ impl S3Client {
         let mut n = 0usize;
         loop {
             let chunk =
-                tokio::time::timeout_at(deadline, h::next_chunk(&mut body, cfg.timeouts.request))
+                tokio::time::timeout_at(deadline, h::next_chunk(body, cfg.timeouts.request))
                     .await
                     .map_err(|_| Error::Timeout("the HTTP GET body took too long".into()))??;
             let Some(d) = chunk else { break };

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use hipobj::Registered;
 
+use crate::endpoints::{self, Endpoints};
 use crate::http::{self as h, HttpClient};
 use crate::rdma::{self, RdmaContext};
 use crate::retry::Retry;
@@ -85,7 +86,7 @@ pub struct S3Client {
 #[derive(Debug)]
 struct Inner {
     cfg: ClientConfig,
-    endpoint: h::Endpoint,
+    endpoints: Endpoints,
     signer: Signer,
     http: HttpClient,
     rdma: Option<Arc<RdmaContext>>,
@@ -98,11 +99,15 @@ enum Plan {
 }
 
 impl S3Client {
-    /// A client for `cfg.endpoint`. Needs no runtime; with
-    /// `cfg.rdma_memory` it starts a small runtime of its own for the RDMA
-    /// requests.
+    /// A client for `cfg.endpoint` (one, or several separated by commas,
+    /// each checked). Needs no runtime; with `cfg.rdma_memory` it starts a
+    /// small runtime of its own for the RDMA requests.
     pub fn new(cfg: ClientConfig) -> Result<S3Client> {
-        let endpoint = h::Endpoint::parse(&cfg.endpoint)?.virtual_hosted(cfg.virtual_host);
+        let list = endpoints::parse_list(&cfg.endpoint)?
+            .into_iter()
+            .map(|e| e.virtual_hosted(cfg.virtual_host))
+            .collect();
+        let endpoints = Endpoints::new(list, cfg.endpoint_cooldown)?;
         if cfg.part_size < MIN_PART_SIZE || cfg.part_size as u64 > MAX_SINGLE_PUT {
             return Err(Error::Config(format!(
                 "part size {} is outside 5 MiB..=5 GiB",
@@ -125,7 +130,6 @@ impl S3Client {
         let rdma = match &cfg.rdma_memory {
             Some(_) => Some(Arc::new(RdmaContext::new(
                 signer.clone(),
-                endpoint.clone(),
                 cfg.timeouts.connect,
                 cfg.bind_to_token_nic,
             )?)),
@@ -135,7 +139,7 @@ impl S3Client {
             inner: Arc::new(Inner {
                 http: h::client(None, cfg.timeouts.connect),
                 cfg,
-                endpoint,
+                endpoints,
                 signer,
                 rdma,
             }),
@@ -147,13 +151,24 @@ impl S3Client {
         &self.inner.cfg
     }
 
-    /// The endpoint as the client uses it (`http://host:port`).
+    /// The endpoint requests go to now, as the client uses it
+    /// (`http://host:port`): the first of several until it fails.
     pub fn endpoint(&self) -> &str {
-        &self.inner.endpoint.base
+        &self.inner.endpoints.current().base
     }
 
-    /// How much longer the endpoint is remembered as having no RDMA, if it
-    /// is.
+    /// Every endpoint, in order, as the client uses them.
+    pub fn endpoints(&self) -> Vec<&str> {
+        self.inner
+            .endpoints
+            .all()
+            .iter()
+            .map(|e| e.base.as_str())
+            .collect()
+    }
+
+    /// How much longer the current endpoint is remembered as having no
+    /// RDMA, if it is.
     pub fn no_rdma_remembered(&self) -> Option<Duration> {
         rdma::remembered_no_rdma(self.endpoint())
     }
@@ -172,19 +187,27 @@ impl S3Client {
         }
     }
 
-    /// Forgets that the endpoint had no RDMA: the next transfer tries again.
+    /// Forgets that the endpoints had no RDMA: the next transfer tries
+    /// again.
     pub fn forget_no_rdma(&self) {
-        rdma::forget(self.endpoint());
+        for e in self.inner.endpoints.all() {
+            rdma::forget(&e.base);
+        }
     }
 
-    /// What a raw request needs: the endpoint, the signer, the HTTP client
-    /// and the configuration.
+    /// What a raw request needs: the endpoint (the one requests go to
+    /// now), the signer, the HTTP client and the configuration.
     pub(crate) fn raw_parts(&self) -> (&h::Endpoint, &Signer, &HttpClient, &ClientConfig) {
         let i = &self.inner;
-        (&i.endpoint, &i.signer, &i.http, &i.cfg)
+        (i.endpoints.pick().1, &i.signer, &i.http, &i.cfg)
     }
 
-    /// The retry policy of every request.
+    /// The endpoint of the next attempt and its index (to note its end
+    /// with [`Endpoints::note`]).
+    fn endpoint_now(&self) -> (usize, &h::Endpoint) {
+        self.inner.endpoints.pick()
+    }
+
     /// The part size of multipart uploads from a buffer: the configured
     /// one, or a smaller cap of hipobj-rc-v2 PUTs the server announced
     /// (at least 5 MiB), so that each part goes by v2.
@@ -199,6 +222,7 @@ impl S3Client {
         }
     }
 
+    /// The retry policy of every request.
     fn retry(&self) -> Retry {
         Retry::new(self.inner.cfg.attempts)
     }
@@ -288,8 +312,23 @@ mod tests {
         let mut bad = ok.clone();
         bad.concurrency = 0;
         assert!(matches!(S3Client::new(bad), Err(Error::Config(_))));
-        let mut bad = ok;
+        let mut bad = ok.clone();
         bad.endpoint = "ftp://x".into();
         assert!(matches!(S3Client::new(bad), Err(Error::Config(_))));
+        // Several endpoints, each checked.
+        let two = ok
+            .clone()
+            .with_endpoints(["http://127.0.0.1:1", " http://127.0.0.1:2 "]);
+        let s = S3Client::new(two).unwrap();
+        assert_eq!(s.endpoints(), ["http://127.0.0.1:1", "http://127.0.0.1:2"]);
+        assert_eq!(s.endpoint(), "http://127.0.0.1:1");
+        for bad_list in ["http://127.0.0.1:1,ftp://x", "http://127.0.0.1:1,", ","] {
+            let mut bad = ok.clone();
+            bad.endpoint = bad_list.into();
+            assert!(
+                matches!(S3Client::new(bad), Err(Error::Config(_))),
+                "{bad_list}"
+            );
+        }
     }
 }

@@ -89,19 +89,27 @@ fn buffer_error(e: Error, len: usize) -> Error {
     e
 }
 
-/// What the retry policy makes of one attempt's end; remembers an
-/// endpoint without RDMA.
+/// What the retry policy makes of one attempt's end at the endpoint
+/// `ei`; remembers an endpoint without RDMA, and moves on from one that
+/// failed (the next attempt goes to the next endpoint).
 fn verdict(
     client: &S3Client,
+    ei: usize,
     result: Attempt,
     crc: Option<String>,
     attempt: u32,
     len: usize,
 ) -> Verdict<Result<Ended>> {
+    if let Attempt::Failed(e) = &result {
+        if crate::endpoints::fails_over(e) {
+            client.inner.endpoints.failed(ei, e);
+        }
+    }
     match result {
         Attempt::Done(a) => Verdict::Done(Ok(Ok((a, crc)))),
         Attempt::NoRdma(reason) => {
-            rdma::remember_no_rdma(client.endpoint(), client.inner.cfg.no_rdma_ttl);
+            let endpoint = &client.inner.endpoints.all()[ei].base;
+            rdma::remember_no_rdma(endpoint, client.inner.cfg.no_rdma_ttl);
             Verdict::Done(Ok(Err(reason)))
         }
         Attempt::Declined(reason) => Verdict::Done(Ok(Err(reason))),
@@ -155,13 +163,18 @@ impl S3Client {
             .retry()
             .run("RDMA transfer", |attempt| {
                 let (c, r) = (ctx.clone(), req.clone());
+                // Each attempt goes to the endpoint requests go to now (a
+                // pair made with another gateway is answered 421 there, and
+                // the library connects again).
+                let (ei, ep) = self.endpoint_now();
+                let ep = ep.clone();
                 async move {
                     let quick = if len <= rdma::STEPWISE_MAX {
                         let d = match dir {
                             Dir::Get => Direction::Get,
                             Dir::Put => Direction::Put,
                         };
-                        rdma::stepwise(ctx, &r, reg, d, buf_off as u64, len).await
+                        rdma::stepwise(ctx, &r, &ep, reg, d, buf_off as u64, len).await
                     } else {
                         None
                     };
@@ -173,7 +186,7 @@ impl S3Client {
                         (a, crc)
                     } else {
                         let ran = rdma::run_blocking(ctx, reg.handle(), move |reg| {
-                            let mut ops = Ops::new(c, r);
+                            let mut ops = Ops::new(c, r, ep);
                             let res = match dir {
                                 Dir::Get => reg.get(buf_off as u64, len, &mut ops),
                                 Dir::Put => reg.put(buf_off as u64, len, &mut ops),
@@ -198,7 +211,7 @@ impl S3Client {
                         other => other,
                     };
                     match crc.transpose() {
-                        Ok(crc) => verdict(self, result, crc, attempt, len),
+                        Ok(crc) => verdict(self, ei, result, crc, attempt, len),
                         Err(e) => Verdict::Done(Err(e)),
                     }
                 }

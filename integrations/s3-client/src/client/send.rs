@@ -75,7 +75,10 @@ impl S3Client {
                 let (method, body) = (method.clone(), body.clone());
                 async move {
                     let len = body.len() as u64;
-                    let req = self.inner.endpoint.target(path_query).and_then(|target| {
+                    // Signed for the endpoint this attempt goes to (SigV4
+                    // signs the Host).
+                    let (ei, ep) = self.endpoint_now();
+                    let req = ep.target(path_query).and_then(|target| {
                         h::signed(
                             &self.inner.signer,
                             method,
@@ -95,6 +98,7 @@ impl S3Client {
                         self.read_answer(resp).await
                     }
                     .await;
+                    self.inner.endpoints.note_answer(ei, &r);
                     retry::answer(r)
                 }
             })
@@ -102,14 +106,28 @@ impl S3Client {
     }
 
     /// Sends a GET (one attempt); a successful answer's head and its body,
-    /// or the S3 error.
+    /// or the S3 error; the index of the endpoint it went to (for
+    /// [`Endpoints::note`](crate::endpoints::Endpoints::note) of a body
+    /// broken off) with the body.
     pub(super) async fn open_get(
         &self,
         path_query: &str,
         hm: &HeaderMap,
+    ) -> Result<(Answer, Incoming, usize)> {
+        let (ei, ep) = self.endpoint_now();
+        let r = self.open_get_at(ep, path_query, hm).await;
+        self.inner.endpoints.note(ei, &r);
+        r.map(|(a, b)| (a, b, ei))
+    }
+
+    async fn open_get_at(
+        &self,
+        ep: &h::Endpoint,
+        path_query: &str,
+        hm: &HeaderMap,
     ) -> Result<(Answer, Incoming)> {
         let cfg = &self.inner.cfg;
-        let target = self.inner.endpoint.target(path_query)?;
+        let target = ep.target(path_query)?;
         let req = h::signed(
             &self.inner.signer,
             Method::GET,
@@ -152,7 +170,8 @@ impl S3Client {
             rx.recv().await.map(|c| (c.map(Frame::data), rx))
         });
         let body = BodyExt::boxed_unsync(StreamBody::new(stream));
-        let target = self.inner.endpoint.target(path_query)?;
+        let (ei, ep) = self.endpoint_now();
+        let target = ep.target(path_query)?;
         let req = h::signed(
             &self.inner.signer,
             method,
@@ -169,13 +188,17 @@ impl S3Client {
         };
         futures::pin_mut!(send);
         futures::pin_mut!(producer);
-        match futures::future::select(send, producer).await {
+        let r = match futures::future::select(send, producer).await {
             futures::future::Either::Left((r, _)) => r,
-            futures::future::Either::Right((p, send)) => {
-                p?;
-                send.await
-            }
-        }
+            futures::future::Either::Right((p, send)) => match p {
+                // The producer's failure is the caller's, not the
+                // endpoint's.
+                Err(e) => return Err(e),
+                Ok(()) => send.await,
+            },
+        };
+        self.inner.endpoints.note_answer(ei, &r);
+        r
     }
 
     /// A streamed request (the body made afresh for each attempt by

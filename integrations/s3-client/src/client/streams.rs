@@ -156,10 +156,8 @@ impl S3Client {
         let body = BodyExt::boxed_unsync(StreamBody::new(
             stream.map_ok(Frame::data).map_err(BoxError::from),
         ));
-        let target = self
-            .inner
-            .endpoint
-            .target(&h::path_query(bucket, Some(key), &[]))?;
+        let (ei, ep) = self.endpoint_now();
+        let target = ep.target(&h::path_query(bucket, Some(key), &[]))?;
         let req = h::signed(
             &self.inner.signer,
             Method::PUT,
@@ -170,8 +168,15 @@ impl S3Client {
             headers::UNSIGNED_PAYLOAD,
         )?;
         let cfg = &self.inner.cfg;
-        let resp = h::send(&self.inner.http, req, cfg.timeouts.for_bytes(len)).await?;
-        let a = self.read_answer(resp).await?.ok()?;
+        let r = async {
+            let resp = h::send(&self.inner.http, req, cfg.timeouts.for_bytes(len)).await?;
+            self.read_answer(resp).await
+        }
+        .await;
+        // One attempt (the stream cannot be replayed); the next request
+        // goes elsewhere if this endpoint failed.
+        self.inner.endpoints.note_answer(ei, &r);
+        let a = r?.ok()?;
         let mut out = Outcome::new(Path::Http, len);
         out.etag = a.header(ETAG.as_str());
         out.checksum_crc64nvme = checksum_crc64nvme;
@@ -223,10 +228,15 @@ impl S3Client {
                 retry::error(self.open_get(&path_query, &hm).await)
             })
             .await;
-        let (a, mut body) = r?;
+        let (a, mut body, ei) = r?;
         let mut crc = Crc64Nvme::new();
         let mut n = 0u64;
-        while let Some(d) = h::next_chunk(&mut body, cfg.timeouts.request).await? {
+        loop {
+            let chunk = h::next_chunk(&mut body, cfg.timeouts.request).await;
+            // A body broken off is the endpoint's failure (the next request
+            // goes to another); a writer's is not.
+            self.inner.endpoints.note(ei, &chunk);
+            let Some(d) = chunk? else { break };
             writer.write_all(&d).await?;
             crc.update(&d);
             n += d.len() as u64;

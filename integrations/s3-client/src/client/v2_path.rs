@@ -167,10 +167,19 @@ impl S3Client {
         let ready_limit = cfg.timeouts.for_bytes(size);
         let attempts = cfg.attempts.max(1);
         let mut last_busy = String::new();
+        // With several endpoints, a transfer broken off by its gateway
+        // (no answer to a control request, READY's included, or the RDMA
+        // itself failing) starts over at the next one: a session lives on
+        // one gateway, and the client's QP of the session is gone when the
+        // attempt returns, so nothing of the old one reaches the buffer.
+        let several = self.inner.endpoints.all().len() > 1;
         for attempt in 1..=attempts {
             let (c, t2) = (ctx.clone(), t.clone());
+            let (ei, ep) = self.endpoint_now();
+            let ep = ep.clone();
+            let endpoint = ep.base.clone();
             let (res, ops) = rdma::run_blocking(ctx, reg.handle(), move |reg| {
-                let mut ops = V2Http::new(c, request_limit, ready_limit);
+                let mut ops = V2Http::new(c, ep, request_limit, ready_limit);
                 let r = match dir {
                     Dir::Get => reg.get_v2(&t2, &mut ops),
                     Dir::Put => reg.put_v2(&t2, &mut ops),
@@ -184,12 +193,23 @@ impl S3Client {
             };
             if let Some(f) = ops.failure {
                 // No answer to a control request: before READY a new
-                // transfer may go; after it, nothing is retried.
-                if !ops.ready_sent && f.is_retryable() && attempt < attempts {
+                // transfer may go; after it, nothing is retried, unless
+                // another endpoint takes it.
+                let moved_on = several && crate::endpoints::fails_over(&f);
+                if moved_on {
+                    self.inner.endpoints.failed(ei, &f);
+                }
+                if (!ops.ready_sent || moved_on) && f.is_retryable() && attempt < attempts {
                     tokio::time::sleep(Retry::backoff(attempt)).await;
                     continue;
                 }
                 return Err(f);
+            }
+            if several && e.op == OpError::RdmaError && attempt < attempts {
+                // The RDMA of the session failed (its gateway gone).
+                self.inner.endpoints.failed(ei, &e);
+                tokio::time::sleep(Retry::backoff(attempt)).await;
+                continue;
             }
             let Some(p) = &ops.prepare else {
                 return Err(Error::Library(e));
@@ -213,7 +233,7 @@ impl S3Client {
                     return Err(p.error(None));
                 }
                 if e.op == OpError::NotSupported || !rdma_v2::echoes(p) {
-                    rdma_v2::remember_no_v2(self.endpoint(), cfg.no_rdma_ttl);
+                    rdma_v2::remember_no_v2(&endpoint, cfg.no_rdma_ttl);
                     return Ok(V2Stage::Skipped(format!(
                         "the server answered hipobj-rc-v2's PREPARE with HTTP {status}{}: it does not speak v2",
                         if e.op == OpError::NotSupported {
@@ -229,7 +249,7 @@ impl S3Client {
                         .and_then(|v| v.trim().parse::<u64>().ok());
                     return match (dir, cap) {
                         (Dir::Put, Some(cap)) if cap >= MIN_PART_SIZE as u64 => {
-                            rdma_v2::remember_put_cap(self.endpoint(), cap);
+                            rdma_v2::remember_put_cap(&endpoint, cap);
                             Ok(V2Stage::TooLarge(cap))
                         }
                         _ => Ok(V2Stage::Skipped(format!(
