@@ -285,6 +285,9 @@ struct Env {
     idle_rss_kib: u64,
     store_pids: Vec<u32>,
     gateway_pid: u32,
+    /// Whether the store returns the CRC64NVME a PUT declared (s3s-fs
+    /// does; a store of `--store-endpoint` may not: RGW 16).
+    store_checksums: bool,
 }
 
 impl Env {

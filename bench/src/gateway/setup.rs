@@ -248,6 +248,7 @@ pub(super) fn start(a: &Args, plan: &Plan, bins: &Bins) -> anyhow::Result<(Serve
         idle_rss_kib: sampler.rss_kib(),
         sampler,
         store_pids,
+        store_checksums: a.store_endpoint.is_none(),
         gateway_pid: gateway.pid(),
         lib,
         rt,
