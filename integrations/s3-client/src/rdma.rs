@@ -21,34 +21,63 @@ use crate::{Error, Result};
 /// The largest error body kept from an RDMA answer.
 const BODY_CAP: usize = 64 << 10;
 
+/// Endpoints remembered for a while (without RDMA, without v2), each
+/// until an instant: one map per fact.
+pub(crate) struct Remembered(LazyLock<Mutex<HashMap<String, Instant>>>);
+
+impl Remembered {
+    /// An empty map.
+    pub(crate) const fn new() -> Remembered {
+        Remembered(LazyLock::new(Default::default))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How much longer `endpoint` is remembered, if it is (an expired
+    /// entry is dropped).
+    pub(crate) fn left(&self, endpoint: &str) -> Option<Duration> {
+        let mut m = self.lock();
+        match m.get(endpoint) {
+            Some(until) if *until > Instant::now() => Some(*until - Instant::now()),
+            Some(_) => {
+                m.remove(endpoint);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Remembers `endpoint` for `ttl` (nothing for a zero `ttl`).
+    pub(crate) fn remember(&self, endpoint: &str, ttl: Duration) {
+        if !ttl.is_zero() {
+            self.lock()
+                .insert(endpoint.to_string(), Instant::now() + ttl);
+        }
+    }
+
+    /// Forgets `endpoint`.
+    pub(crate) fn forget(&self, endpoint: &str) {
+        self.lock().remove(endpoint);
+    }
+}
+
 /// Endpoints whose handshake was answered without `x-amz-rdma-reply`, and
 /// until when that is believed.
-static NO_RDMA: LazyLock<Mutex<HashMap<String, Instant>>> = LazyLock::new(Default::default);
+static NO_RDMA: Remembered = Remembered::new();
 
 /// Why RDMA is not used with `endpoint` now, if it is remembered.
 pub(crate) fn remembered_no_rdma(endpoint: &str) -> Option<Duration> {
-    let mut m = NO_RDMA.lock().unwrap_or_else(|e| e.into_inner());
-    match m.get(endpoint) {
-        Some(until) if *until > Instant::now() => Some(*until - Instant::now()),
-        Some(_) => {
-            m.remove(endpoint);
-            None
-        }
-        None => None,
-    }
+    NO_RDMA.left(endpoint)
 }
 
 pub(crate) fn remember_no_rdma(endpoint: &str, ttl: Duration) {
-    if ttl.is_zero() {
-        return;
-    }
-    let mut m = NO_RDMA.lock().unwrap_or_else(|e| e.into_inner());
-    m.insert(endpoint.to_string(), Instant::now() + ttl);
+    NO_RDMA.remember(endpoint, ttl);
 }
 
 pub(crate) fn forget(endpoint: &str) {
-    let mut m = NO_RDMA.lock().unwrap_or_else(|e| e.into_inner());
-    m.remove(endpoint);
+    NO_RDMA.forget(endpoint);
 }
 
 /// Server GID → endpoint base → (the endpoint, the path of a handshake).

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hipobj::v2::{cancel_headers, V2Ops, V2Response};
 use hipobj_wire::headers;
@@ -19,34 +19,22 @@ use http::header::HeaderMap;
 use http::Method;
 
 use crate::http::{self as h, Answer, Target};
-use crate::rdma::{exchange, RdmaContext};
+use crate::rdma::{exchange, RdmaContext, Remembered};
 use crate::{Error, Result};
 
 /// Endpoints found without v2, and until when that is believed.
-static NO_V2: LazyLock<Mutex<HashMap<String, Instant>>> = LazyLock::new(Default::default);
+static NO_V2: Remembered = Remembered::new();
 /// Endpoints' largest v2 PUT (a 413's `x-amz-rdma-max-size`).
 static PUT_CAP: LazyLock<Mutex<HashMap<String, u64>>> = LazyLock::new(Default::default);
 
 /// How much longer `endpoint` is believed to be without v2.
 pub(crate) fn remembered_no_v2(endpoint: &str) -> Option<Duration> {
-    let mut m = NO_V2.lock().unwrap_or_else(|e| e.into_inner());
-    match m.get(endpoint) {
-        Some(until) if *until > Instant::now() => Some(*until - Instant::now()),
-        Some(_) => {
-            m.remove(endpoint);
-            None
-        }
-        None => None,
-    }
+    NO_V2.left(endpoint)
 }
 
 /// Remembers `endpoint` as without v2 for `ttl`.
 pub(crate) fn remember_no_v2(endpoint: &str, ttl: Duration) {
-    if ttl.is_zero() {
-        return;
-    }
-    let mut m = NO_V2.lock().unwrap_or_else(|e| e.into_inner());
-    m.insert(endpoint.to_string(), Instant::now() + ttl);
+    NO_V2.remember(endpoint, ttl);
 }
 
 /// The largest v2 PUT `endpoint` announced, if it refused one.
