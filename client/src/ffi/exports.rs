@@ -258,14 +258,22 @@ pub unsafe extern "C" fn hipObjGetV2(
     ops: *mut HipObjOpsV2,
     ctx: *mut c_void,
 ) -> HipObjError {
-    run("hipObjGetV2", || {
-        let op = hipobj_wire::rc_v2::Op::Get;
-        // SAFETY: the function's contract covers the strings.
-        let t = unsafe { v2_transfer(op, bucket, key, size, offset, query) }?;
-        // SAFETY: the function's contract covers `ops`.
-        let ops = unsafe { ptr::optional(ops.cast_const()) };
-        c_semantics::transfer_v2(op, addr(dev_ptr), &t, |inst| callbacks_v2(inst, ops, ctx))
-    })
+    let op = hipobj_wire::rc_v2::Op::Get;
+    // SAFETY: this function's contract is `transfer_v2_c`'s.
+    unsafe {
+        transfer_v2_c(
+            "hipObjGetV2",
+            op,
+            bucket,
+            key,
+            dev_ptr.cast_const(),
+            size,
+            offset,
+            query,
+            ops,
+            ctx,
+        )
+    }
 }
 
 /// `hipObjPutV2`: a hipobj-rc-v2 PUT (UploadPart with a query of
@@ -286,11 +294,47 @@ pub unsafe extern "C" fn hipObjPutV2(
     ops: *mut HipObjOpsV2,
     ctx: *mut c_void,
 ) -> HipObjError {
-    run("hipObjPutV2", || {
-        let op = hipobj_wire::rc_v2::Op::Put;
-        // SAFETY: the function's contract covers the strings.
+    let op = hipobj_wire::rc_v2::Op::Put;
+    // SAFETY: this function's contract is `transfer_v2_c`'s.
+    unsafe {
+        transfer_v2_c(
+            "hipObjPutV2",
+            op,
+            bucket,
+            key,
+            dev_ptr,
+            size,
+            offset,
+            query,
+            ops,
+            ctx,
+        )
+    }
+}
+
+/// `hipObjGetV2` and `hipObjPutV2`, named `name`: a hipobj-rc-v2 transfer
+/// of `op` through the C callbacks.
+///
+/// # Safety
+///
+/// As [`hipObjGetV2`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn transfer_v2_c(
+    name: &'static str,
+    op: hipobj_wire::rc_v2::Op,
+    bucket: *const c_char,
+    key: *const c_char,
+    dev_ptr: *const c_void,
+    size: u64,
+    offset: u64,
+    query: *const c_char,
+    ops: *mut HipObjOpsV2,
+    ctx: *mut c_void,
+) -> HipObjError {
+    run(name, || {
+        // SAFETY: the caller's contract covers the strings.
         let t = unsafe { v2_transfer(op, bucket, key, size, offset, query) }?;
-        // SAFETY: the function's contract covers `ops`.
+        // SAFETY: the caller's contract covers `ops`.
         let ops = unsafe { ptr::optional(ops.cast_const()) };
         c_semantics::transfer_v2(op, addr(dev_ptr), &t, |inst| callbacks_v2(inst, ops, ctx))
     })
