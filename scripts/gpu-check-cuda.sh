@@ -36,9 +36,9 @@ export HIPOBJ_HIP_LIBRARY="${HIPOBJ_HIP_LIBRARY:-/nonexistent/libamdhip64.so}"
 
 echo "== client/tests/gpu_real.rs on device $device"
 if [ -n "${HIPOBJ_GPU_TEST_BIN:-}" ]; then
-    exec "$HIPOBJ_GPU_TEST_BIN" --nocapture --test-threads=1
+    exec "$HIPOBJ_GPU_TEST_BIN" --ignored --nocapture --test-threads=1
 elif command -v cargo >/dev/null; then
-    exec env CARGO_INCREMENTAL=0 cargo test -p hipobj-client --test gpu_real -- --nocapture --test-threads=1
+    exec env CARGO_INCREMENTAL=0 cargo test -p hipobj-client --test gpu_real -- --ignored --nocapture --test-threads=1
 else
     echo "needs cargo, or HIPOBJ_GPU_TEST_BIN naming a built gpu_real test binary"
     exit 2

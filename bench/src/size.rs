@@ -1,24 +1,10 @@
 //! Sizes on the command line and in reports.
 
-/// Parses `4096`, `4KiB`, `64MiB`, `1GiB`, `10GiB` (IEC units powers of
-/// 1024, SI units such as `MB` powers of 1000, a bare `M` refused): the
-/// same parser as the `hipobj` command's ([`hipobj_s3::size::parse_size`]).
-pub use hipobj_s3::size::parse_size;
-
-/// `4 KiB`, `64 MiB`, `1 GiB`, `1.5 GiB`.
-pub fn human(n: u64) -> String {
-    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    for (u, name) in UNITS {
-        if n >= u {
-            return if n.is_multiple_of(u) {
-                format!("{} {name}", n / u)
-            } else {
-                format!("{:.1} {name}", n as f64 / u as f64)
-            };
-        }
-    }
-    format!("{n} B")
-}
+/// Byte counts: the parser (`4096`, `4KiB`, `64MiB`, `1GiB`; IEC units
+/// powers of 1024, SI units such as `MB` powers of 1000, a bare `M`
+/// refused) and the display (`4 KiB`, `1.5 GiB`) that the `hipobj` command
+/// shares ([`hipobj_net::size`]).
+pub use hipobj_net::size::{human, parse_size};
 
 /// GiB/s of `bytes` in `secs`.
 pub fn gib_s(bytes: u64, secs: f64) -> f64 {

@@ -302,7 +302,7 @@ pub enum Step {
 
 /// `hipObjGet` / `hipObjPut` of a host buffer, driven by the application one
 /// request at a time instead of through blocking callbacks: the same
-/// connect-first flow as [`transfer`] (handshake when the leased connection
+/// connect-first flow as `transfer` (handshake when the leased connection
 /// is not connected, one reconnect and retry on reply 421), so that an
 /// asynchronous application can send its requests without a blocking
 /// thread. Holds a connection of the pool until dropped.

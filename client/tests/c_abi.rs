@@ -9,9 +9,9 @@
 #![forbid(unsafe_code)]
 
 use hipobj::testing::c_programs::{self, command};
-use std::io::{BufRead, BufReader};
+use hipobj::testing::line_server;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -74,50 +74,12 @@ fn lifecycle() {
     );
 }
 
-/// `hipobj-line-server`, killed when dropped.
-struct PeerServer {
-    child: Child,
-    port: u16,
-}
-
-impl PeerServer {
-    fn start() -> PeerServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-line-server"))
-            .env_remove("HIPOBJ_SOFT_ADDRS")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start hipobj-line-server");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut first = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut first)
-            .expect("read the server's first line");
-        let port = first
-            .trim()
-            .strip_prefix("PORT ")
-            .and_then(|p| p.parse().ok());
-        let Some(port) = port else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("hipobj-line-server's first line is {first:?}, not PORT <n>");
-        };
-        PeerServer { child, port }
-    }
-}
-
-impl Drop for PeerServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn transfer() {
     let exe = build_c("transfer");
-    let server = PeerServer::start();
-    let port = server.port.to_string();
+    let port = line_server::start()
+        .expect("start the line server")
+        .to_string();
     run(
         &exe,
         "transfer",

@@ -7,9 +7,9 @@
 
 use crate::error::Result;
 use crate::types::{
-    AccessFlags, AhAttr, DeviceInfo, GlobalRoute, Mtu, QpAttr, QpAttrMask, QpState,
+    AccessFlags, AhAttr, DeviceInfo, GlobalRoute, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType,
 };
-use crate::verbs::QueuePair;
+use crate::verbs::{CompletionQueue, Device, ProtectionDomain, QueuePair};
 use hipobj_wire::Gid;
 
 /// The peer an RC QP connects to: its QP number and address.
@@ -85,6 +85,23 @@ impl RcParams {
             ..self
         }
     }
+}
+
+/// A new RC QP with the default capacities over a CQ of its own (`cqe`
+/// entries, for sends and receives), moved to INIT on `port` allowing
+/// peers `access`: the QP a hipobj-rc-v2 client makes for a transfer (the
+/// client library's, and the test kit's raw peer).
+pub fn init_qp(
+    device: &Device,
+    pd: &ProtectionDomain,
+    cqe: u32,
+    port: u8,
+    access: AccessFlags,
+) -> Result<(QueuePair, CompletionQueue)> {
+    let cq = device.create_cq(cqe)?;
+    let qp = pd.create_qp(QpType::Rc, &cq, &cq, QpCap::default())?;
+    to_init(&qp, port, access)?;
+    Ok((qp, cq))
 }
 
 /// RESET to INIT, allowing peers `access` (remote read and/or write).

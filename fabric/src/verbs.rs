@@ -472,6 +472,21 @@ impl HostBuffer {
         Ok(())
     }
 
+    /// `len` bytes at `offset`, to read in place (bytes an RDMA READ
+    /// filled, handed on without a copy). The owner takes it only once the
+    /// device accesses that write these bytes have completed, and starts no
+    /// new one while the slice lives, as for [`read_at`](Self::read_at).
+    pub fn slice(&self, offset: usize, len: usize) -> Result<&[u8]> {
+        self.check(offset, len)?;
+        // SAFETY: the range was checked to lie inside the allocation, which
+        // lives as long as `self`; the slice borrows `self`, so no Rust
+        // write (each needs `&mut self`) can happen while it lives. Device
+        // accesses are the owner's to order, as documented on the type: the
+        // slice is taken after the work requests writing these bytes have
+        // completed, and none is posted over them while it lives.
+        Ok(unsafe { std::slice::from_raw_parts(self.as_ptr().add(offset), len) })
+    }
+
     /// `len` bytes at `offset`, to write in place (a file read straight
     /// into a staging buffer).
     pub fn slice_mut(&mut self, offset: usize, len: usize) -> Result<&mut [u8]> {
@@ -554,5 +569,25 @@ impl RegisteredBuffer {
         let memory = Arc::new(buf);
         mr._memory = Some(Arc::clone(&memory));
         (mr, memory)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HostBuffer;
+
+    #[test]
+    fn a_slice_reads_what_was_written_within_bounds() {
+        let mut b = HostBuffer::zeroed(64).unwrap();
+        b.write_at(8, b"staging").unwrap();
+        assert_eq!(b.slice(8, 7).unwrap(), b"staging");
+        assert_eq!(b.slice(0, 8).unwrap(), &[0u8; 8]);
+        assert_eq!(b.slice(64, 0).unwrap(), b"");
+        assert_eq!(b.slice(0, 64).unwrap().len(), 64);
+        assert!(b.slice(60, 5).is_err(), "past the end");
+        assert!(b.slice(usize::MAX, 2).is_err(), "the range wraps");
+        let empty = HostBuffer::zeroed(0).unwrap();
+        assert_eq!(empty.slice(0, 0).unwrap(), b"");
+        assert!(empty.slice(0, 1).is_err());
     }
 }

@@ -1,43 +1,33 @@
 //! The provider-agnostic DC checks of `tests/behaviour/dc.rs`, against the
-//! soft provider always, and against libibverbs when
-//! `HIPOBJ_TEST_IBV_DEVICE` names a device that has DC (a ConnectX, e.g.
-//! `mlx5_0`, with `libmlx5.so.1`); on a device without DC the libibverbs
-//! run prints why and is skipped. `docs/hardware.md` has the steps.
+//! soft provider always, and against libibverbs in the `verbs::` tests,
+//! ignored unless asked for (`-- --ignored`: they need an RDMA device), on
+//! the device `HIPOBJ_TEST_IBV_DEVICE` names when it has DC (a ConnectX,
+//! e.g. `mlx5_0`, with `libmlx5.so.1`); on a device without DC they print
+//! why and check nothing. `docs/hardware.md` has the steps.
 
 #![forbid(unsafe_code)]
 
 mod behaviour;
 
 use behaviour::dc;
-use hipobj_fabric::ibverbs::VerbsProvider;
 use hipobj_fabric::seam::Provider;
-use hipobj_fabric::soft::SoftProvider;
 
-const ENV_DEVICE: &str = "HIPOBJ_TEST_IBV_DEVICE";
-
-fn run_both(check: impl Fn(&dyn Provider, &str)) {
-    check(&SoftProvider::default(), "soft0");
-    match std::env::var(ENV_DEVICE) {
-        Ok(d) if !d.trim().is_empty() => {
-            let p = VerbsProvider::new();
-            if dc::has_dc(&p, d.trim()) {
-                check(&p, d.trim());
-            }
-        }
-        _ => println!("SKIPPED the libibverbs run: set {ENV_DEVICE} (e.g. mlx5_0) to run it"),
+/// `check` on `device`, if it has DC (always so on the soft provider).
+fn with_dc(p: &dyn Provider, device: &str, check: impl Fn(&dyn Provider, &str)) {
+    if dc::has_dc(p, device) {
+        check(p, device);
     }
 }
 
-#[test]
-fn dc_write_then_read_is_byte_exact() {
-    run_both(|p, d| {
-        for len in [1, 4093, 1 << 20] {
-            dc::dc_write_then_read_is_byte_exact(p, d, len);
-        }
-    });
-}
-
-#[test]
-fn dc_with_a_wrong_key_is_dropped() {
-    run_both(dc::dc_with_a_wrong_key_is_dropped);
+on_both_providers! {
+    dc_write_then_read_is_byte_exact => |p: &dyn Provider, d: &str| {
+        with_dc(p, d, |p, d| {
+            for len in [1, 4093, 1 << 20] {
+                dc::dc_write_then_read_is_byte_exact(p, d, len);
+            }
+        })
+    };
+    dc_with_a_wrong_key_is_dropped => |p: &dyn Provider, d: &str| {
+        with_dc(p, d, dc::dc_with_a_wrong_key_is_dropped)
+    };
 }

@@ -277,11 +277,7 @@ fn an_rc_qp_is_created_connected_used_and_torn_down_as_libibverbs_expects() {
         ..RcParams::default()
     };
     rc::connect(&qp, &peer, &params).unwrap();
-    let log: Vec<String> = fake
-        .log()
-        .into_iter()
-        .filter(|l| l.starts_with("modify_qp"))
-        .collect();
+    let log: Vec<String> = fake.lines("modify_qp");
     assert_eq!(log.len(), 3, "{log:#?}");
     // INIT: STATE | ACCESS_FLAGS | PKEY_INDEX | PORT.
     assert!(
@@ -364,11 +360,7 @@ fn an_rc_qp_is_created_connected_used_and_torn_down_as_libibverbs_expects() {
         })
         .unwrap();
     }
-    let posted: Vec<String> = fake
-        .log()
-        .into_iter()
-        .filter(|l| l.starts_with("post_send"))
-        .collect();
+    let posted: Vec<String> = fake.lines("post_send");
     for ((wr_id, op, opcode, _), line) in ops.iter().zip(&posted) {
         let imm = match op {
             SendOp::RdmaWriteWithImm(_, i) | SendOp::SendWithImm(i) => i.to_be(),
@@ -397,9 +389,9 @@ fn an_rc_qp_is_created_connected_used_and_torn_down_as_libibverbs_expects() {
     })
     .unwrap();
     assert!(fake
-        .log()
+        .lines("post_send")
         .iter()
-        .any(|l| l.starts_with("post_send") && l.contains("wr_id=0x6 opcode=0 flags=0x0 ")));
+        .any(|l| l.contains("wr_id=0x6 opcode=0 flags=0x0 ")));
     qp.post_send(&SendWr {
         wr_id: 0xbad,
         op: SendOp::RdmaWrite(remote),
@@ -472,11 +464,7 @@ fn an_rc_qp_is_created_connected_used_and_torn_down_as_libibverbs_expects() {
     drop(qp);
     drop(buf);
     let log = fake.log();
-    let at = |what: &str| {
-        log.iter()
-            .position(|l| l.starts_with(what))
-            .unwrap_or_else(|| panic!("{what} missing from {log:#?}"))
-    };
+    let at = |what: &str| fakelib::at(&log, what);
     assert!(at("destroy_qp") < at("destroy_cq"), "{log:#?}");
     assert!(at("destroy_qp") < at("dealloc_pd"), "{log:#?}");
     assert!(at("dereg_mr") < at("dealloc_pd"), "{log:#?}");
@@ -532,7 +520,7 @@ fn a_cq_has_a_nonblocking_completion_channel_that_signals_once_per_arming() {
     // went after it.
     assert_eq!(fake.line("destroy_cq"), "destroy_cq cqe=17 unacked=0");
     let log = fake.log();
-    let at = |p: &str| log.iter().position(|l| l.starts_with(p)).unwrap();
+    let at = |p: &str| fakelib::at(&log, p);
     assert!(at("destroy_cq") < at("destroy_comp_channel"), "{log:#?}");
     assert_eq!(
         log[at("destroy_comp_channel")],

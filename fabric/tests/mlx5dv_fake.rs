@@ -51,13 +51,6 @@ fn sysfs() -> PathBuf {
     root
 }
 
-fn lines(fake: &FakeLib, prefix: &str) -> Vec<String> {
-    fake.log()
-        .into_iter()
-        .filter(|l| l.starts_with(prefix))
-        .collect()
-}
-
 #[test]
 fn without_libmlx5_dc_is_declined_with_the_reason() {
     let Some(fake) = FakeLib::get(Fake::Full) else {
@@ -116,7 +109,7 @@ fn a_device_that_is_not_mlx5_has_no_dc() {
         pd.create_dct(&cq, RW, 7),
         Err(FabricError::NotAvailable { .. })
     ));
-    assert!(lines(&fake, "mlx5dv_create_qp").is_empty());
+    assert!(fake.lines("mlx5dv_create_qp").is_empty());
 }
 
 #[test]
@@ -137,7 +130,7 @@ fn a_libibverbs_without_the_extended_functions_has_no_dc() {
         "{why}"
     );
     // libmlx5 is not even asked.
-    assert!(lines(&fake, "mlx5dv_is_supported").is_empty());
+    assert!(fake.lines("mlx5dv_is_supported").is_empty());
 }
 
 #[test]
@@ -176,7 +169,7 @@ fn a_dci_is_created_moved_to_rts_and_posts_writes_and_reads_to_a_dc_address() {
         ..RcParams::default()
     };
     dc::initiator_to_rts(&qp, &params).unwrap();
-    let m = lines(&fake, "modify_qp");
+    let m = fake.lines("modify_qp");
     assert_eq!(m.len(), 3, "{m:#?}");
     // INIT: STATE | PKEY_INDEX | PORT.
     assert!(
@@ -258,16 +251,16 @@ fn a_dci_is_created_moved_to_rts_and_posts_writes_and_reads_to_a_dc_address() {
     };
     read(2, true, to).unwrap();
     read(3, false, to).unwrap();
-    assert!(lines(&fake, "create_ah").is_empty(), "{:#?}", fake.log());
+    assert!(fake.lines("create_ah").is_empty(), "{:#?}", fake.log());
     assert_eq!(
-        lines(&fake, "wr_rdma_read"),
+        fake.lines("wr_rdma_read"),
         vec![
             "wr_rdma_read wr_id=0x2 flags=0x2 rkey=0x4242 remote=0x7f0000000000",
             "wr_rdma_read wr_id=0x3 flags=0 rkey=0x4242 remote=0x7f0000000000",
         ]
     );
     assert_eq!(
-        lines(&fake, "wr_set_dc_addr"),
+        fake.lines("wr_set_dc_addr"),
         vec!["wr_set_dc_addr ah=1 dctn=0xabcdef key=0x123456789abcdef0"; 2]
     );
     // Another target (InfiniBand LID, no IPv4): a second handle.
@@ -361,16 +354,12 @@ fn a_dci_is_created_moved_to_rts_and_posts_writes_and_reads_to_a_dc_address() {
     drop(qp);
     drop(buf);
     let log = fake.log();
-    let at = |what: &str| {
-        log.iter()
-            .position(|l| l.starts_with(what))
-            .unwrap_or_else(|| panic!("{what} missing from {log:#?}"))
-    };
+    let at = |what: &str| fakelib::at(&log, what);
     assert_eq!(
         log[at("destroy_qp")],
         format!("destroy_qp qpn={qpn:#x} type=255")
     );
-    assert_eq!(lines(&fake, "destroy_ah").len(), 2, "{log:#?}");
+    assert_eq!(fake.lines("destroy_ah").len(), 2, "{log:#?}");
     assert!(at("destroy_qp") < at("destroy_cq"), "{log:#?}");
     assert!(at("destroy_ah") < at("dealloc_pd"), "{log:#?}");
     assert!(at("dealloc_pd") < at("close_device"), "{log:#?}");
@@ -389,11 +378,7 @@ fn a_dct_is_created_with_its_key_over_an_srq_and_moved_to_rtr() {
     fake.clear_log();
     let dct = pd.create_dct(&cq, RW, 0xfeed_beef_cafe_f00d).unwrap();
     let log = fake.log();
-    let at = |what: &str| {
-        log.iter()
-            .position(|l| l.starts_with(what))
-            .unwrap_or_else(|| panic!("{what} missing from {log:#?}"))
-    };
+    let at = |what: &str| fakelib::at(&log, what);
     assert_eq!(
         log[at("create_srq")],
         "create_srq max_wr=16 max_sge=1 limit=0"
@@ -408,7 +393,7 @@ fn a_dct_is_created_with_its_key_over_an_srq_and_moved_to_rtr() {
          create_flags=0 send_ops=0 dv_comp_mask=0x2 dv_create_flags=0 dc_type=1 \
          dct_access_key=0xfeedbeefcafef00d dv_send_ops=0"
     );
-    let m = lines(&fake, "modify_qp");
+    let m = fake.lines("modify_qp");
     assert_eq!(m.len(), 2, "{m:#?}");
     // INIT: STATE | ACCESS_FLAGS | PKEY_INDEX | PORT, remote access only.
     assert!(

@@ -1,5 +1,8 @@
 //! Transfers between this process and a soft peer in another process,
-//! over real sockets.
+//! over real sockets. The peer is this test binary run again with only
+//! [`qp_peer_process`] (an ignored test) selected: one soft-RDMA QP and one
+//! registered buffer, driven at the verbs level (no hipObject protocol, no
+//! S3) by commands on its standard input.
 
 #![forbid(unsafe_code)]
 
@@ -7,11 +10,21 @@ use crate::common;
 
 use common::*;
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
+use hipobj_fabric::seam::Provider;
 use hipobj_fabric::soft::SoftProvider;
-use hipobj_fabric::{pattern, QpState, RemoteAddr, SendOp, SendWr, WcStatus};
+use hipobj_fabric::{
+    pattern, AccessFlags, QpCap, QpState, QpType, RemoteAddr, SendOp, SendWr, WcStatus,
+};
 use hipobj_wire::{Token, Transport};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+/// Set in the peer's environment: `SIZE ACCESS`, ACCESS being any of `r`,
+/// `w` (remote read, remote write).
+const PEER_ARGS: &str = "HIPOBJ_TEST_QP_PEER";
+/// What the peer prints before its token (the test harness may print on
+/// the same line first).
+const TOKEN_MARK: &str = "HIPOBJ-TEST-QP-PEER-TOKEN ";
 
 struct Peer {
     child: Child,
@@ -22,17 +35,31 @@ struct Peer {
 
 impl Peer {
     fn spawn(size: usize, access: &str) -> Peer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hipobj-soft-qp-peer"))
-            .args([size.to_string(), access.to_string()])
+        let entry = concat!(module_path!(), "::qp_peer_process");
+        // libtest names tests without the binary's crate.
+        let entry = entry.split_once("::").map_or(entry, |(_, test)| test);
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                entry,
+                "--nocapture",
+                "--ignored",
+                "--test-threads=1",
+            ])
+            .env(PEER_ARGS, format!("{size} {access}"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let token = Token::decode(line.trim()).unwrap();
+        let token = loop {
+            let mut line = String::new();
+            assert_ne!(stdout.read_line(&mut line).unwrap(), 0, "the peer ended");
+            if let Some((_, t)) = line.split_once(TOKEN_MARK) {
+                break Token::decode(t.trim()).unwrap();
+            }
+        };
         Peer {
             child,
             stdin,
@@ -55,6 +82,103 @@ impl Drop for Peer {
         let _ = writeln!(self.stdin, "quit");
         let _ = self.child.wait();
     }
+}
+
+/// The peer process (see [`Peer::spawn`]); does nothing unless
+/// [`PEER_ARGS`] is set.
+///
+/// It opens a soft device (on `HIPOBJ_SOFT_ADDRS`, default 127.0.0.1),
+/// registers a buffer, and prints an 88-hex hipObject RC token that names
+/// its QP and buffer. Then it reads commands on standard input, one a line,
+/// and answers each with one line:
+///
+/// - `connect TOKEN`: connect the QP to the peer the token names (INIT,
+///   RTR, RTS); answers `ok`.
+/// - `fill SEED`: fill the buffer with the test pattern for SEED; `ok`.
+/// - `check SEED LEN`: compare the first LEN bytes with the pattern;
+///   `match` or `mismatch OFFSET`.
+/// - `state`: the QP's state (`Init`, `Rts`, `Err`, ...).
+/// - `quit`.
+#[test]
+#[ignore = "the peer process of this module's tests, started by them"]
+fn qp_peer_process() {
+    let Ok(args) = std::env::var(PEER_ARGS) else {
+        return;
+    };
+    if let Err(e) = qp_peer(&args) {
+        panic!("qp peer: {e}");
+    }
+}
+
+fn qp_peer(args: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = args.split_whitespace();
+    let size: usize = args.next().ok_or("no SIZE")?.parse()?;
+    let access_arg = args.next().unwrap_or("rw");
+    let mut access = AccessFlags::LOCAL_WRITE;
+    if access_arg.contains('r') {
+        access |= AccessFlags::REMOTE_READ;
+    }
+    if access_arg.contains('w') {
+        access |= AccessFlags::REMOTE_WRITE;
+    }
+    let provider = SoftProvider::from_env()?;
+    let name = provider
+        .device_names()?
+        .first()
+        .cloned()
+        .ok_or("no soft device")?;
+    let dev = hipobj_fabric::Device::open(&provider, &name)?;
+    let gid = dev.gid_table(1)?[0].gid;
+    let pd = dev.alloc_pd()?;
+    let cq = dev.create_cq(16)?;
+    let qp = pd.create_qp(QpType::Rc, &cq, &cq, QpCap::default())?;
+    rc::to_init(&qp, 1, AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE)?;
+    let mut buf = pd.alloc_buffer(size, access)?;
+    let token = Token {
+        transport: Transport::Rc,
+        qp_num: qp.qp_num(),
+        gid,
+        rkey: buf.mr().rkey(),
+        addr: buf.mr().addr(),
+        len: size as u64,
+        port: 1,
+        lid: 0,
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{TOKEN_MARK}{}", token.encode())?;
+    out.flush()?;
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        let mut w = line.split_whitespace();
+        let reply = match (w.next(), w.next(), w.next()) {
+            (Some("connect"), Some(t), None) => {
+                let peer = Token::decode(t)?;
+                let p = RcPeer {
+                    qp_num: peer.qp_num,
+                    gid: peer.gid,
+                    lid: peer.lid,
+                };
+                rc::connect(&qp, &p, &RcParams::default())?;
+                "ok".to_string()
+            }
+            (Some("fill"), Some(seed), None) => {
+                pattern::fill_buffer(buf.buf_mut(), 0, size, seed.parse()?)?;
+                "ok".to_string()
+            }
+            (Some("check"), Some(seed), Some(len)) => {
+                match pattern::first_mismatch(buf.buf(), 0, len.parse()?, seed.parse()?)? {
+                    None => "match".to_string(),
+                    Some(at) => format!("mismatch {at}"),
+                }
+            }
+            (Some("state"), None, None) => format!("{:?}", qp.state()?),
+            (Some("quit"), None, None) => break,
+            _ => format!("error: unknown command {line:?}"),
+        };
+        writeln!(out, "{reply}")?;
+        out.flush()?;
+    }
+    Ok(())
 }
 
 fn token_of(end: &End) -> String {

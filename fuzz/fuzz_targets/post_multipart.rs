@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use hipobj_gateway::body::Body;
-use hipobj_gateway::post_spool::{SpoolBudget, SpoolSettings};
+use hipobj_gateway::plain::post_spool::{SpoolBudget, SpoolSettings};
 use hipobj_gateway::upstream::{Payload, Upstream, UpstreamError};
 use hipobj_gateway_fuzz as f;
 use http::{Request, Response};
@@ -54,7 +54,7 @@ fuzz_target!(|data: &[u8]| {
         .enable_all()
         .build()
         .expect("a runtime");
-    let _ = rt.block_on(hipobj_gateway::post_object::serve(
+    let _ = rt.block_on(hipobj_gateway::plain::post_object::serve(
         &store,
         &f::creds(),
         &f::settings(),

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use hipobj_gateway::auth::{self, AuthSettings, Credentials, Verified};
 use hipobj_gateway::body::Body;
 use hipobj_gateway::config::KeyPair;
+use hipobj_gateway::upstream;
 
 /// The access key the targets verify against.
 pub const AK: &str = "AKIAFUZZ";
@@ -85,7 +86,7 @@ pub fn verified(mode: Chunked, decoded: u64) -> Verified {
         b = b.header("x-amz-trailer", "x-amz-checksum-crc32");
     }
     let mut req = b.body(Body::empty()).expect("a request");
-    auth::sign_request(&mut req, AK, SK, "us-east-1", hash, now()).expect("signed");
+    upstream::sign_request(&mut req, AK, SK, "us-east-1", hash, now()).expect("signed");
     let (parts, _) = req.into_parts();
     auth::verify(&parts, &creds(), &settings(), now()).expect("verified")
 }

@@ -46,12 +46,14 @@ pub struct CommonArgs {
     /// Region requests are signed for.
     #[arg(long, env = "HIPOBJ_REGION", default_value = "us-east-1")]
     pub region: String,
+    // `<ipv4>` is help text (clap prints the doc comment), not HTML.
     /// RDMA devices to serve on: one (soft0, soft:<ipv4>, mlx5_0,
     /// bnxt_re0, ...), several separated by commas (mlx5_0,mlx5_1), or
     /// `all` (every device whose port is active); each client is answered
     /// from the device in its subnet. Default: the first hardware device,
     /// else the software provider's soft0.
     #[arg(long, env = "HIPOBJ_RDMA_DEVICE", value_parser = device_list)]
+    #[allow(rustdoc::invalid_html_tags)]
     pub rdma_device: Option<String>,
     /// Which RDMA provider opens the devices: `auto` (names starting soft
     /// are the software provider's, the others libibverbs'), `soft`, or
@@ -274,6 +276,12 @@ pub struct UpstreamArgs {
     /// CompleteMultipartUpload, CopyObject and UploadPartCopy.
     #[arg(long, env = "HIPOBJ_UPSTREAM_LONG_OP_TIMEOUT", default_value = "15m", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
     pub upstream_long_op_timeout: Duration,
+    /// How long the upstream may stop taking a request body's bytes while the
+    /// gateway has more to send (a store that stops reading, as a full Ceph
+    /// cluster does) before the request fails with 502; a client that sends
+    /// slowly is bounded by --body-read-timeout instead.
+    #[arg(long, env = "HIPOBJ_UPSTREAM_SEND_TIMEOUT", default_value = "60s", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
+    pub upstream_send_timeout: Duration,
     /// How long an idle pooled connection to the upstream is kept open.
     #[arg(long, env = "HIPOBJ_UPSTREAM_IDLE_TIMEOUT", default_value = "90s", value_parser = positive_duration, value_name = "DURATION", requires = "upstream")]
     pub upstream_idle_timeout: Duration,
@@ -427,6 +435,7 @@ impl UpstreamArgs {
             connect_timeout: self.upstream_connect_timeout,
             response_timeout: self.upstream_response_timeout,
             long_op_timeout: self.upstream_long_op_timeout,
+            send_stall_timeout: self.upstream_send_timeout,
             pool_idle_timeout: self.upstream_idle_timeout,
             retries: self.upstream_retries,
             backoff: self.upstream_backoff.clone(),
@@ -1004,6 +1013,8 @@ mod tests {
             "10ms,1s,5s",
             "--upstream-health-interval",
             "750ms",
+            "--upstream-send-timeout",
+            "20s",
             "--upstream-drop-encoding-type",
         ]))
         .unwrap();
@@ -1014,6 +1025,7 @@ mod tests {
                 connect_timeout: Duration::from_millis(1500),
                 response_timeout: Duration::from_secs(45),
                 long_op_timeout: Duration::from_secs(3600),
+                send_stall_timeout: Duration::from_secs(20),
                 pool_idle_timeout: Duration::from_secs(120),
                 retries: 0,
                 backoff: vec![

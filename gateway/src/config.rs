@@ -20,6 +20,9 @@ pub mod defaults {
     /// How long the store may take to answer an operation it carries out
     /// before answering (CompleteMultipartUpload, copies).
     pub const DEFAULT_LONG_OP_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+    /// How long the store may stop taking a request body's bytes (the
+    /// gateway has the next ones ready) before the request fails.
+    pub const DEFAULT_SEND_STALL_TIMEOUT: Duration = Duration::from_secs(60);
     /// Retries of a replayable request.
     pub const DEFAULT_MAX_RETRIES: u32 = 2;
     /// The waits before the first, second, ... retry (the last repeats).
@@ -95,6 +98,12 @@ pub struct UpstreamOptions {
     /// As `response_timeout`, for CompleteMultipartUpload, CopyObject and
     /// UploadPartCopy (the store does the work before it answers).
     pub long_op_timeout: Duration,
+    /// How long the store may stop taking the request body (the gateway
+    /// has bytes ready and the connection takes none) before the request
+    /// fails: a store that stops reading, as a Ceph cluster whose OSDs are
+    /// full does (it blocks writes until space is freed), would otherwise
+    /// hold the request, its client and its staging buffers for ever.
+    pub send_stall_timeout: Duration,
     /// How long an idle pooled connection to the store is kept.
     pub pool_idle_timeout: Duration,
     /// Retries of a replayable request after a connection error or a
@@ -126,6 +135,7 @@ impl Default for UpstreamOptions {
             connect_timeout: CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             long_op_timeout: DEFAULT_LONG_OP_TIMEOUT,
+            send_stall_timeout: DEFAULT_SEND_STALL_TIMEOUT,
             pool_idle_timeout: POOL_IDLE_TIMEOUT,
             retries: DEFAULT_MAX_RETRIES,
             backoff: DEFAULT_BACKOFF.to_vec(),

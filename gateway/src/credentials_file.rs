@@ -6,7 +6,7 @@
 //! ```
 //!
 //! Blank lines and lines starting with `#` are ignored. The optional
-//! fields are the tenant's [`Policy`](crate::tenancy::Policy): the buckets
+//! fields are the tenant's [`crate::tenancy::Policy`]: the buckets
 //! it may reach (all without the field) and the store credentials its
 //! requests are signed with (the gateway's own without it).
 //!

@@ -4,12 +4,11 @@
 
 use crate::auth::{self, AuthSettings, BodyMode, Credentials};
 use crate::body::Body;
+use crate::client_addr::ClientAddr;
 use crate::config::{EngineConfig, ServerConfig, UpstreamConfig};
 use crate::rdma::RdmaEngine;
 use crate::s3err::{request_id, S3Error};
 use crate::upstream::{self, Payload, Upstream};
-use axum::extract::State;
-use axum::Router;
 use http::{Request, Response, StatusCode};
 use std::future::Future;
 use std::sync::{Arc, RwLock};
@@ -32,8 +31,6 @@ pub enum StartError {
     Config(String),
 }
 
-pub use crate::server::ClientAddr;
-
 /// The engine.
 #[derive(Debug)]
 pub struct Engine {
@@ -51,7 +48,7 @@ pub struct Engine {
     /// The HTTP front's timeouts and connection cap, for [`serve`].
     pub server: ServerConfig,
     /// Where and within what bounds form uploads wait for the store.
-    spool: crate::post_spool::SpoolSettings,
+    spool: crate::plain::post_spool::SpoolSettings,
     /// Whether a trailing checksum goes on to the store in a trailer
     /// ([`crate::config::UpstreamOptions::checksum_trailers`]).
     checksum_trailers: bool,
@@ -94,8 +91,8 @@ impl Engine {
             upstream,
             rdma,
             server: cfg.server.clone(),
-            spool: crate::post_spool::SpoolSettings {
-                budget: crate::post_spool::SpoolBudget::new(cfg.server.post_spool_bytes),
+            spool: crate::plain::post_spool::SpoolSettings {
+                budget: crate::plain::post_spool::SpoolBudget::new(cfg.server.post_spool_bytes),
                 dir: cfg.server.post_spool_dir.clone(),
                 deadline: cfg.server.post_upload_timeout,
             },
@@ -162,11 +159,11 @@ impl Engine {
             .as_ref()
             .map(|u| std::mem::replace(&mut parts.uri, u.clone()));
         // A browser-based upload: its signature is in the form.
-        if let Some(bucket) = crate::post_object::is_post_object(&parts)
-            .then(|| crate::post_object::path_bucket(&parts).map(str::to_string))
+        if let Some(bucket) = crate::plain::post_object::is_post_object(&parts)
+            .then(|| crate::plain::post_object::path_bucket(&parts).map(str::to_string))
             .flatten()
         {
-            let upload = crate::post_object::serve(
+            let upload = crate::plain::post_object::serve(
                 self.upstream.as_ref(),
                 &creds,
                 &self.auth,
@@ -327,7 +324,7 @@ impl Engine {
                 let decoded_length = verified.decoded_length;
                 let checksum = trailing_checksum(&verified).filter(|_| self.checksum_trailers);
                 let (body, trailers) = auth::decode_body_with_trailers(&verified, body);
-                let answer = crate::proxy::forward_with_trailer(
+                let answer = crate::plain::forward::forward_with_trailer(
                     self.upstream.as_ref(),
                     parts,
                     body,
@@ -389,7 +386,7 @@ impl Engine {
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        match crate::proxy::forward_with_trailer(
+        match crate::plain::forward::forward_with_trailer(
             self.upstream.as_ref(),
             parts,
             body,
@@ -499,15 +496,6 @@ impl crate::server::Handler for Engine {
     fn handle(&self, req: Request<Body>) -> impl Future<Output = Response<Body>> + Send {
         Engine::handle(self, req)
     }
-}
-
-/// The router: everything goes to the engine.
-pub fn router(engine: Arc<Engine>) -> Router {
-    Router::new()
-        .fallback(
-            |State(e): State<Arc<Engine>>, req: Request<Body>| async move { e.handle(req).await },
-        )
-        .with_state(engine)
 }
 
 /// Serves on `listener` until `shutdown` completes, then finishes the

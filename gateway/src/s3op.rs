@@ -1,6 +1,7 @@
 //! Which S3 operation a request is, with its bucket and key: the one
-//! classifier the metrics, the RDMA path and the virtual-hosted addressing
-//! share.
+//! classifier the metrics, the RDMA path (which serves [`Operation::GetObject`],
+//! [`Operation::PutObject`] and [`Operation::UploadPart`]) and the
+//! virtual-hosted addressing share.
 //!
 //! A request is path-style (`/bucket/key`) unless its `Host` (port left
 //! out) is `bucket.<domain>` for one of the configured domains (MinIO's
@@ -239,15 +240,20 @@ pub fn path_style(host: Option<&str>, path_and_query: &str, domains: &[String]) 
     })
 }
 
-/// The name of a path-style request's S3 operation, for the metrics' `op`
-/// label and the places that ask "is this a CompleteMultipartUpload": a
-/// fixed set of names, `Other` for anything else (a virtual-hosted request
-/// is path-style by the time it is named).
-pub fn operation_name(method: &Method, uri: &http::Uri, headers: &http::HeaderMap) -> &'static str {
+/// A path-style request's S3 operation (a virtual-hosted request is
+/// path-style by the time it is asked): what the RDMA path serves a token
+/// request as, `Other` for anything not told apart.
+pub fn request_operation(method: &Method, uri: &http::Uri, headers: &http::HeaderMap) -> Operation {
     let copy = headers.contains_key("x-amz-copy-source");
-    classify(method, None, uri.path(), uri.query(), copy, &[])
-        .op
-        .name()
+    classify(method, None, uri.path(), uri.query(), copy, &[]).op
+}
+
+/// The name of a path-style request's S3 operation ([`request_operation`]),
+/// for the metrics' `op` label and the places that ask "is this a
+/// CompleteMultipartUpload": a fixed set of names, `Other` for anything
+/// else.
+pub fn operation_name(method: &Method, uri: &http::Uri, headers: &http::HeaderMap) -> &'static str {
+    request_operation(method, uri, headers).name()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use hipobj_gateway::auth::{self, AuthError, AuthSettings, BodyMode, Credentials,
 use hipobj_gateway::body::Body;
 use hipobj_gateway::checksum::{Algorithm, Hasher};
 use hipobj_gateway::config::KeyPair;
+use hipobj_gateway::upstream;
 use http::{HeaderValue, Method, Request};
 use http_body_util::BodyExt;
 use proptest::prelude::*;
@@ -257,7 +258,7 @@ fn signed_verified(
         b = b.header("x-amz-trailer", t);
     }
     let mut req = b.body(Body::empty()).unwrap();
-    auth::sign_request(&mut req, AK, SK, "us-east-1", payload, at(NOW)).unwrap();
+    upstream::sign_request(&mut req, AK, SK, "us-east-1", payload, at(NOW)).unwrap();
     let (p, _) = req.into_parts();
     let a = p.headers["authorization"].to_str().unwrap();
     let seed = a.rsplit("Signature=").next().unwrap().to_string();
@@ -594,7 +595,7 @@ async fn sha256_body_is_checked_at_the_end() {
         .uri("http://h/b/k")
         .body(Body::empty())
         .unwrap();
-    auth::sign_request(&mut req, AK, SK, "us-east-1", hash, at(NOW)).unwrap();
+    upstream::sign_request(&mut req, AK, SK, "us-east-1", hash, at(NOW)).unwrap();
     let v = auth::verify(&req.into_parts().0, &creds(), &settings(), at(NOW)).unwrap();
     assert_eq!(v.body, BodyMode::Sha256(hash.into()));
 
@@ -616,7 +617,7 @@ async fn sha256_body_is_checked_at_the_end() {
         .body(Body::empty())
         .unwrap();
     let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-    auth::sign_request(&mut req, AK, SK, "us-east-1", empty, at(NOW)).unwrap();
+    upstream::sign_request(&mut req, AK, SK, "us-east-1", empty, at(NOW)).unwrap();
     let v = auth::verify(&req.into_parts().0, &creds(), &settings(), at(NOW)).unwrap();
     let (frames, err) = drain(auth::decode_body(&v, Body::empty())).await;
     assert!(err.is_none() && frames.is_empty());
@@ -636,7 +637,7 @@ async fn unsigned_body_passes_through() {
         .uri("http://h/b/k")
         .body(Body::empty())
         .unwrap();
-    auth::sign_request(&mut req, AK, SK, "us-east-1", "UNSIGNED-PAYLOAD", at(NOW)).unwrap();
+    upstream::sign_request(&mut req, AK, SK, "us-east-1", "UNSIGNED-PAYLOAD", at(NOW)).unwrap();
     let (mut p, _) = req.into_parts();
     p.headers
         .insert("x-amz-meta-late", HeaderValue::from_static("x"));

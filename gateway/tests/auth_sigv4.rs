@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use hipobj_gateway::auth::{self, AuthError, AuthSettings, BodyMode, Credentials, Verified};
 use hipobj_gateway::body::Body;
 use hipobj_gateway::config::KeyPair;
+use hipobj_gateway::upstream;
 use http::request::Parts;
 use http::{HeaderValue, Method, Request};
 use proptest::prelude::*;
@@ -516,7 +517,7 @@ fn signed(method: Method, uri: &str, extra: &[(&str, &str)], payload: &str) -> P
         b = b.header(*k, *v);
     }
     let mut req = b.body(Body::empty()).unwrap();
-    auth::sign_request(&mut req, AK, SK, "us-east-1", payload, at(NOW)).unwrap();
+    upstream::sign_request(&mut req, AK, SK, "us-east-1", payload, at(NOW)).unwrap();
     req.into_parts().0
 }
 
@@ -746,14 +747,14 @@ fn sign_request_refuses_bad_input() {
         .uri("/no/host")
         .body(Body::empty())
         .unwrap();
-    let e = auth::sign_request(&mut req, AK, SK, "us-east-1", EMPTY, at(NOW)).unwrap_err();
+    let e = upstream::sign_request(&mut req, AK, SK, "us-east-1", EMPTY, at(NOW)).unwrap_err();
     assert_eq!(e.code(), "InternalError");
     let mut req = Request::builder()
         .uri("http://h/")
         .body(Body::empty())
         .unwrap();
-    assert!(auth::sign_request(&mut req, AK, SK, "us-east-1", "not-a-hash", at(NOW)).is_err());
-    assert!(auth::sign_request(
+    assert!(upstream::sign_request(&mut req, AK, SK, "us-east-1", "not-a-hash", at(NOW)).is_err());
+    assert!(upstream::sign_request(
         &mut req,
         AK,
         SK,
@@ -762,7 +763,7 @@ fn sign_request_refuses_bad_input() {
         UNIX_EPOCH - Duration::from_secs(1)
     )
     .is_err());
-    assert!(auth::sign_request(
+    assert!(upstream::sign_request(
         &mut req,
         AK,
         SK,
@@ -771,7 +772,7 @@ fn sign_request_refuses_bad_input() {
         at(u64::from(u32::MAX) * 100)
     )
     .is_err());
-    assert!(auth::sign_request(&mut req, AK, SK, "bad\nregion", EMPTY, at(NOW)).is_err());
+    assert!(upstream::sign_request(&mut req, AK, SK, "bad\nregion", EMPTY, at(NOW)).is_err());
     let mut req = Request::builder()
         .uri("http://h/")
         .header("x-amz-meta-x", &b"\xff"[..])
@@ -779,7 +780,7 @@ fn sign_request_refuses_bad_input() {
         .unwrap();
     // Bytes that are not visible ASCII are signed as they are (what the
     // store makes of them is its answer), and verify.
-    auth::sign_request(&mut req, AK, SK, "us-east-1", EMPTY, at(NOW)).unwrap();
+    upstream::sign_request(&mut req, AK, SK, "us-east-1", EMPTY, at(NOW)).unwrap();
     assert_eq!(req.headers()["x-amz-meta-x"].as_bytes(), b"\xff");
     let (p, _) = req.into_parts();
     check(&p, at(NOW)).unwrap();
@@ -788,7 +789,7 @@ fn sign_request_refuses_bad_input() {
         .header("x-amz-meta-x", &b"\xff"[..])
         .body(Body::empty())
         .unwrap();
-    assert!(auth::sign_request(&mut req, AK, SK, "bad\nregion", EMPTY, at(NOW)).is_err());
+    assert!(upstream::sign_request(&mut req, AK, SK, "bad\nregion", EMPTY, at(NOW)).is_err());
 }
 
 // --- Presigned round trip with aws-sigv4 ---------------------------------

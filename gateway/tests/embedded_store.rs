@@ -66,7 +66,7 @@ fn a_put_cut_off_leaves_the_old_object() {
         .header("content-length", len)
         .body(Body::empty())
         .unwrap();
-    hipobj_gateway::auth::sign_request(
+    hipobj_gateway::upstream::sign_request(
         &mut req,
         AK,
         SK,

@@ -149,7 +149,15 @@ fn a_handshake_naming_another_host_is_refused() {
         Some("403"),
         "DC GET for another host",
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Both were refused at the peer check, which comes before any
+    // connection: no handshake connected a QP, no DC initiator was leased,
+    // and the other host saw nothing.
+    assert!(eventually(Duration::from_secs(10), || s3.metric(
+        "hipobj_rdma_failures_total",
+        &[("reason", "PeerNotAllowed")]
+    ) == 2.0));
+    assert_eq!(metric(&gw.url, "hipobj_rdma_handshakes_total"), 0.0);
+    assert_eq!(metric(&gw.url, "hipobj_rdma_dc_initiators_in_use"), 0.0);
     assert!(
         victim.accept().is_err(),
         "the gateway connected to a host the request did not come from"
@@ -388,7 +396,8 @@ fn dc_requests_share_a_bounded_pool_of_initiators() {
         .collect();
     let mut peak_threads = 0;
     let mut peak_in_use = 0.0f64;
-    for _ in 0..20 {
+    // Sampled every 100 ms for as long as requests are under way.
+    while !workers.iter().all(|w| w.is_finished()) {
         peak_threads = peak_threads.max(threads(gw.pid()));
         peak_in_use = peak_in_use.max(metric(&gw.url, "hipobj_rdma_dc_initiators_in_use"));
         std::thread::sleep(Duration::from_millis(100));
@@ -437,9 +446,9 @@ fn pairs_of_exited_clients_are_released() {
     s3.create_bucket("bkt");
     let obj = pattern(6, 64 * 1024);
     assert!(s3.put_plain("/bkt/k", obj.clone()).status.is_success());
-    for round in 0..3 {
-        // A client that does one transfer, then goes away (its QPs and its
-        // device's listener with it), without a word to the gateway.
+    // A client that does one transfer, then goes away (its QPs and its
+    // device's listener with it), without a word to the gateway.
+    let one_transfer_then_gone = || {
         let lib = client();
         let mut back = vec![0u8; obj.len()];
         {
@@ -449,11 +458,10 @@ fn pairs_of_exited_clients_are_released() {
             assert_eq!(ops.last().status, 200);
         }
         assert!(back == obj);
-        assert!(
-            metric(&gw.url, "hipobj_rdma_pairs") >= 1.0,
-            "round {round}: a pair"
-        );
-        drop(lib);
+        assert!(metric(&gw.url, "hipobj_rdma_pairs") >= 1.0, "a pair");
+    };
+    for round in 0..3 {
+        one_transfer_then_gone();
         assert!(
             eventually(Duration::from_secs(30), || metric(
                 &gw.url,
@@ -469,7 +477,18 @@ fn pairs_of_exited_clients_are_released() {
     let buf = lib.register_host(&mut back).unwrap();
     let mut ops = RdmaOps::new(&s3, Method::GET, "/bkt/k");
     buf.get(0, obj.len(), &mut ops).unwrap();
-    std::thread::sleep(Duration::from_secs(4));
+    // A client that transfers after it, then goes away: once the sweeper
+    // has released that one's pair (idle for a probe interval), the live
+    // client's pair, idle longer, has been probed too.
+    let released = metric(&gw.url, "hipobj_rdma_pairs_released_total");
+    one_transfer_then_gone();
+    assert!(
+        eventually(Duration::from_secs(30), || metric(
+            &gw.url,
+            "hipobj_rdma_pairs_released_total"
+        ) > released),
+        "the gone client's pair was released"
+    );
     assert!(
         metric(&gw.url, "hipobj_rdma_pairs") >= 1.0,
         "a live client's pair survives probes"

@@ -235,6 +235,7 @@ fn trickled_heads_make_room_and_are_cut_off_and_the_cap_refuses_when_all_are_bus
             }
             true
         });
+        // The attack itself: the next header line comes 200 ms later.
         std::thread::sleep(Duration::from_millis(200));
     }
     drop(slow);

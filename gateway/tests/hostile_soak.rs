@@ -101,11 +101,11 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
             RdmaOps::new(&s3, Method::GET, "/soak/big").with_header("range", "bytes=0-4095");
         buf.get(0, 4096, &mut ops).unwrap();
     }
-    assert!(eventually(Duration::from_secs(30), || metric(
-        &url,
-        "hipobj_rdma_pairs"
-    ) == 0.0));
-    std::thread::sleep(Duration::from_secs(2));
+    // Idle once the warm-up's pair and staging buffers are back.
+    assert!(eventually(Duration::from_secs(30), || {
+        metric(&url, "hipobj_rdma_pairs") == 0.0
+            && metric(&url, "hipobj_staging_buffers_in_use") == 0.0
+    }));
     let pid = gw.pid();
     let (idle_threads, idle_fds) = (threads(pid), fds(pid));
     // The process's own memory at idle, for the report.
@@ -192,7 +192,8 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
                 let peer = FakePeer::start(true);
                 let hs = rdma(&s3, Method::GET, "/soak/big", &peer.handshake_token());
                 if hs.status == 503 {
-                    // The tenant is at its pair limit: careless, not served.
+                    // The tenant is at its pair limit: careless, not served;
+                    // it retries at its own pace (the attack, not a wait).
                     std::thread::sleep(Duration::from_millis(500));
                     continue;
                 }
@@ -239,6 +240,7 @@ fn soak_32_clients_with_stalled_and_killed_ones() {
                     ],
                 );
                 if wait_ready(&mut child) {
+                    // The attack: the kill lands at a varied point of the GET.
                     std::thread::sleep(Duration::from_millis(50 + 97 * ((k + n) % 5)));
                 }
                 let _ = child.kill();

@@ -35,7 +35,7 @@ fn raw(url: &str, method: &str, path: &str, body: &[u8]) -> (u16, String) {
         .header("content-length", body.len())
         .body(Body::empty())
         .unwrap();
-    hipobj_gateway::auth::sign_request(
+    hipobj_gateway::upstream::sign_request(
         &mut req,
         AK,
         SK,

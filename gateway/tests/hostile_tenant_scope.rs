@@ -475,7 +475,7 @@ fn sighup_reloads_the_credentials_and_spares_uploads_in_flight() {
         .header("content-length", data.len())
         .body(body)
         .unwrap();
-    hipobj_gateway::auth::sign_request(
+    hipobj_gateway::upstream::sign_request(
         &mut req,
         "tenant-a",
         "secret-of-a",

@@ -118,8 +118,15 @@ async fn signed_as(
         req = req.header(*k, *v);
     }
     let mut req = req.body(Body::from(body)).unwrap();
-    hipobj_gateway::auth::sign_request(&mut req, access_key, SK, REGION, &hash, SystemTime::now())
-        .unwrap();
+    hipobj_gateway::upstream::sign_request(
+        &mut req,
+        access_key,
+        SK,
+        REGION,
+        &hash,
+        SystemTime::now(),
+    )
+    .unwrap();
     send(req).await
 }
 

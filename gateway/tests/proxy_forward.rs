@@ -1,4 +1,4 @@
-//! `proxy::forward` through the embedded store: the client's own headers
+//! `plain::forward::forward` through the embedded store: the client's own headers
 //! stay behind, the store's answer comes back as it is.
 
 #![forbid(unsafe_code)]
@@ -8,8 +8,9 @@ use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 
 use hipobj_gateway::body::Body;
-use hipobj_gateway::proxy::forward;
-use hipobj_gateway::upstream::{EmbeddedUpstream, Payload, RemoteUpstream, Upstream, EMPTY_SHA256};
+use hipobj_gateway::plain::forward::forward;
+use hipobj_gateway::upstream::{EmbeddedUpstream, Payload, RemoteUpstream, Upstream};
+use hipobj_net::sigv4::EMPTY_SHA256;
 
 fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;

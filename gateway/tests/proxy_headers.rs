@@ -4,7 +4,7 @@
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
-use hipobj_gateway::proxy::forwardable_headers;
+use hipobj_gateway::header_filter::forwardable_headers;
 
 fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
     let mut h = HeaderMap::new();

@@ -425,7 +425,7 @@ fn put_with_trailer(
         .header("content-length", body.len())
         .body(hipobj_gateway::body::Body::from(body))
         .unwrap();
-    hipobj_gateway::auth::sign_request(
+    hipobj_gateway::upstream::sign_request(
         &mut req,
         keys.0,
         keys.1,

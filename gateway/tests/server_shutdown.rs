@@ -31,7 +31,7 @@ fn sigterm_finishes_the_request_in_flight() {
         .header("content-length", body.len())
         .body(hipobj_gateway::body::Body::empty())
         .unwrap();
-    hipobj_gateway::auth::sign_request(
+    hipobj_gateway::upstream::sign_request(
         &mut req,
         AK,
         SK,

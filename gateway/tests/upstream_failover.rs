@@ -275,7 +275,7 @@ async fn get_is_retried_after_a_reset() {
         .body(Body::empty())
         .unwrap();
     let err = up
-        .send(req, Payload::Sha256(upstream::EMPTY_SHA256.into()))
+        .send(req, Payload::Sha256(hipobj_net::sigv4::EMPTY_SHA256.into()))
         .await
         .unwrap_err();
     assert!(matches!(err, UpstreamError::Request(_)), "{err:?}");

@@ -8,6 +8,10 @@
 //! whole request body, records it, waits as long as the request's
 //! `x-stub-delay-ms` header says, then answers 200. Only outcomes are
 //! asserted; the delays are far from the limits on either side.
+//!
+//! A store that stops taking the request body (a Ceph cluster with a full
+//! OSD blocks writes that way) fails the request after the send-stall
+//! limit; a slow client does not (its own timer bounds it).
 
 #![forbid(unsafe_code)]
 
@@ -26,9 +30,11 @@ use tokio::net::TcpListener;
 
 use hipobj_gateway::body::Body;
 use hipobj_gateway::config::{KeyPair, UpstreamConfig, UpstreamOptions};
-use hipobj_gateway::proxy::forward;
+use hipobj_gateway::plain::forward::forward;
 use hipobj_gateway::upstream::retry::ResponseHeadTimeout;
-use hipobj_gateway::upstream::{self, Payload, Upstream, UpstreamError, EMPTY_SHA256};
+use hipobj_gateway::upstream::send_watch::BodySendStall;
+use hipobj_gateway::upstream::{self, Payload, Upstream, UpstreamError};
+use hipobj_net::sigv4::EMPTY_SHA256;
 
 /// The response timeout of every test: far shorter than the trickled
 /// bodies and the store's delays.
@@ -197,7 +203,7 @@ fn trickled(data: &[u8], chunks: usize, gap: Duration) -> Body {
     Body::from_stream(stream)
 }
 
-/// A request's head for `proxy::forward`.
+/// A request's head for `plain::forward::forward`.
 fn head(method: Method, target: &str, headers: &[(&str, &str)]) -> http::request::Parts {
     let mut req = Request::builder().method(method).uri(target);
     for (k, v) in headers {
@@ -444,4 +450,129 @@ async fn long_operations_beyond_the_long_limit_time_out() {
     let seen = stub.seen();
     assert_eq!(seen.len(), 3, "each sent once: {seen:?}");
     assert_eq!(seen[0].body, xml.as_bytes());
+}
+
+/// The send-stall limit of the stall tests.
+const SEND_STALL: Duration = Duration::from_millis(400);
+
+/// A store that reads a request's head and the first `take` bytes of its
+/// body, then takes nothing more and answers nothing, with the connection
+/// left open (as radosgw does while its cluster is full); `held` keeps
+/// its connections.
+async fn stops_reading(take: usize) -> (String, Arc<Mutex<Vec<tokio::net::TcpStream>>>) {
+    use tokio::io::AsyncReadExt;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let keep = Arc::clone(&held);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let keep = Arc::clone(&keep);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 << 10];
+                let mut got = 0;
+                while got < take {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got += n,
+                    }
+                }
+                keep.lock().unwrap().push(socket);
+            });
+        }
+    });
+    (format!("http://{addr}"), held)
+}
+
+/// (e) A store that stops taking the body mid-PUT fails the request once
+/// it has taken nothing for the send-stall limit: 502 to the client, the
+/// upstream's error a stall of that limit; the RDMA PUT path's request
+/// (straight to the upstream) the same.
+#[tokio::test]
+async fn a_store_that_stops_reading_the_body_fails_the_request() {
+    let (endpoint, held) = stops_reading(256 << 10).await;
+    let cfg = UpstreamConfig::Remote {
+        endpoint,
+        credentials: key_pair(),
+    };
+    let opts = UpstreamOptions {
+        send_stall_timeout: SEND_STALL,
+        ..options(Duration::from_secs(60))
+    };
+    let up = upstream::build_with(&cfg, "us-east-1", &opts).unwrap();
+    // Far more than the socket buffers on both sides hold.
+    let data = pattern(64 << 20);
+
+    let err = tokio::time::timeout(
+        Duration::from_secs(60),
+        through_gateway(
+            up.as_ref(),
+            head(Method::PUT, "/bucket/stalled.bin", &[]),
+            Body::from(data.clone()),
+            data.len() as u64,
+            Payload::Unsigned,
+        ),
+    )
+    .await
+    .expect("the request ends")
+    .expect_err("a store that stops reading");
+    assert_eq!(err.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(err.code, "ServiceUnavailable");
+
+    // As the RDMA PUT path sends it: a stream in pieces, Content-Length set.
+    let req = Request::builder()
+        .method(Method::PUT)
+        .uri("/bucket/stalled.bin?partNumber=1&uploadId=up1")
+        .header("content-length", data.len())
+        .body(trickled(&data, 64, Duration::ZERO))
+        .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), up.send(req, Payload::Unsigned))
+        .await
+        .expect("the request ends")
+        .expect_err("a store that stops reading");
+    match &err {
+        UpstreamError::Request(inner) => {
+            let stall = inner
+                .downcast_ref::<BodySendStall>()
+                .unwrap_or_else(|| panic!("not a send stall: {err:?}"));
+            assert_eq!(stall.0, SEND_STALL);
+        }
+        other => panic!("not a send stall: {other:?}"),
+    }
+    assert!(
+        !held.lock().unwrap().is_empty(),
+        "the store held its connections"
+    );
+}
+
+/// (f) A body whose source pauses longer than the send-stall limit (a slow
+/// client, an RDMA READ waiting for its turn) is not a stall: the store
+/// took every byte it was offered. Every byte arrives.
+#[tokio::test]
+async fn a_slow_source_is_not_a_stalled_store() {
+    let stub = Stub::start().await;
+    let cfg = UpstreamConfig::Remote {
+        endpoint: stub.endpoint(),
+        credentials: key_pair(),
+    };
+    let opts = UpstreamOptions {
+        send_stall_timeout: SEND_STALL,
+        ..options(Duration::from_secs(60))
+    };
+    let up = upstream::build_with(&cfg, "us-east-1", &opts).unwrap();
+    let data = pattern(256 << 10);
+    // Pauses of 2.5 limits between the pieces.
+    let (status, _) = through_gateway(
+        up.as_ref(),
+        head(Method::PUT, "/bucket/paused.bin", &[]),
+        trickled(&data, 3, SEND_STALL * 5 / 2),
+        data.len() as u64,
+        Payload::Unsigned,
+    )
+    .await
+    .expect("a PUT from a slow source");
+    assert_eq!(status, StatusCode::OK);
+    let seen = stub.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].body == data[..], "the bytes differ");
 }

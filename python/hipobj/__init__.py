@@ -15,7 +15,10 @@ and cached; a registration is released when the program drops the buffer
 (see :meth:`Client.release`).
 
 :mod:`hipobj.aio` has the same calls for asyncio; :mod:`hipobj.boto3`
-makes an existing boto3 client move bodies by RDMA.
+makes an existing boto3 client move bodies by RDMA; :mod:`hipobj.fsspec` is
+an fsspec filesystem (``s3rdma://``) for pandas, pyarrow and the rest;
+:mod:`hipobj.torch` has PyTorch datasets and ``torch.distributed.checkpoint``
+storage (importing :mod:`hipobj` imports neither fsspec nor torch).
 """
 
 from ._errors import (

@@ -170,7 +170,7 @@ unsafe fn post_list<W>(
     rc
 }
 
-/// `ibv_context_ops::post_send`: posts the list in order ([`post_list`]).
+/// `ibv_context_ops::post_send`: posts the list in order (`post_list`).
 ///
 /// # Safety
 ///

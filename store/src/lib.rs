@@ -9,7 +9,7 @@
 //! - listings come from a per-bucket in-memory index rebuilt from the
 //!   records at [`Store::open`] ([`list`]);
 //! - a write goes to a temporary file, hashed (MD5 for the ETag, any
-//!   checksums asked for) as it streams ([`write`]), flushed per
+//!   checksums asked for) as it streams ([`write`](mod@write)), flushed per
 //!   [`StoreConfig::fsync`], renamed into place, then indexed: a failed
 //!   or concurrent write never shows a partial object;
 //! - reads are 1 MiB at a time ([`read`]).
@@ -31,12 +31,13 @@ mod multipart;
 pub mod names;
 mod objects;
 pub mod read;
+mod receive;
 mod s3;
 mod store;
 pub mod write;
 
 pub use error::StoreError;
 pub use multipart::{MAX_PARTS, MIN_PART};
-pub use objects::MAX_PUT;
 pub use read::FileRange;
+pub use receive::MAX_PUT;
 pub use store::{Store, StoreConfig};

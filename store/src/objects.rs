@@ -3,24 +3,18 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
-use crate::checksum;
 use crate::conditions::{self, ReadConditions};
 use crate::copy::copy_range;
-use crate::error::{internal, io_err};
+use crate::error::io_err;
 use crate::fsio::TmpPath;
 use crate::meta::{millis, now_ms, timestamp, Attributes, Checksums, ObjectMeta, FORMAT};
 use crate::names::{random_id, valid_key};
 use crate::read::{FileRange, FileStream};
+use crate::receive::{check_length, md5_hex, receive_body, MAX_PUT};
 use crate::store::{blocking, commit_object, open_object, remove_object, Store};
-use crate::write::{write_body, WriteError};
-
-/// The largest object one PUT (or one part, or one copy) may make: 5 GiB,
-/// as S3.
-pub const MAX_PUT: u64 = 5 << 30;
 
 /// A key checked: 400 KeyTooLongError beyond 1024 bytes.
 pub fn check_key(key: &str) -> S3Result<()> {
@@ -31,35 +25,23 @@ pub fn check_key(key: &str) -> S3Result<()> {
     }
 }
 
-/// A body write failure as S3 answers it.
-pub fn body_error(e: WriteError) -> S3Error {
-    match e {
-        WriteError::Body(err) => {
-            tracing::debug!(error = %err, "store: request body failed");
-            match err.downcast::<S3Error>() {
-                Ok(s3e) => *s3e,
-                Err(_) => s3_error!(
-                    IncompleteBody,
-                    "You did not provide the number of bytes specified by the Content-Length HTTP header"
-                ),
-            }
-        }
-        WriteError::TooLarge(n) => s3_error!(
-            EntityTooLarge,
-            "Your proposed upload exceeds the maximum allowed size ({n} bytes)"
-        ),
-        WriteError::Io(e) => internal("write body", e),
-    }
+/// The stored headers of a write (`$input`: a PutObjectInput,
+/// CreateMultipartUploadInput or CopyObjectInput, its fields moved out).
+macro_rules! attributes_of {
+    ($input:ident) => {
+        $crate::objects::attributes(
+            $input.content_type,
+            $input.content_encoding,
+            $input.content_disposition,
+            $input.content_language,
+            $input.cache_control,
+            $input.expires.as_ref(),
+            $input.website_redirect_location,
+            $input.metadata,
+        )
+    };
 }
-
-/// An empty body, for a request that has none.
-pub fn empty_body() -> StreamingBlob {
-    StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>())
-}
-
-pub fn md5_hex(md5: &[u8; 16]) -> String {
-    hex::encode(md5)
-}
+pub(crate) use attributes_of;
 
 /// The headers of a write, as stored.
 #[allow(clippy::too_many_arguments)]
@@ -153,6 +135,100 @@ fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// What GET and HEAD answer about an object besides its bytes: the range
+/// served and what describes it.
+#[derive(Debug)]
+struct ReadView {
+    /// The first byte served.
+    start: u64,
+    /// How many bytes are served.
+    len: u64,
+    /// `Content-Range`, when a range or part was asked for.
+    content_range: Option<String>,
+    /// `x-amz-mp-parts-count`, for a part of a multipart object.
+    parts_count: Option<i32>,
+    /// The checksums, given only when the whole object is served.
+    checksums: Checksums,
+}
+
+/// The conditions checked (304/412), then the range or part selected.
+fn read_view(
+    meta: &ObjectMeta,
+    conditions: &ReadConditions<'_>,
+    range: Option<&Range>,
+    part_number: Option<i32>,
+) -> S3Result<ReadView> {
+    if let Some(e) = conditions::read_error(conditions::evaluate(
+        conditions,
+        &meta.etag,
+        meta.last_modified_ms,
+    )) {
+        return Err(e);
+    }
+    let (start, len, content_range, parts_count) = select(meta, range, part_number)?;
+    let whole = range.is_none() && part_number.is_none();
+    Ok(ReadView {
+        start,
+        len,
+        content_range,
+        parts_count: parts_count.filter(|_| !meta.part_sizes.is_empty()),
+        checksums: if whole {
+            meta.checksums.clone()
+        } else {
+            Checksums::default()
+        },
+    })
+}
+
+/// The stored content headers a GET replaces (`response-content-type` and
+/// the like); HEAD replaces none.
+#[derive(Debug, Default)]
+struct ContentOverrides {
+    content_type: Option<ContentType>,
+    content_encoding: Option<ContentEncoding>,
+    content_disposition: Option<ContentDisposition>,
+    content_language: Option<ContentLanguage>,
+    cache_control: Option<CacheControl>,
+    expires: Option<Expires>,
+}
+
+/// A GetObjectOutput or HeadObjectOutput (`$out`, with its own fields
+/// given) for `$meta` served as `$view`: the fields GET and HEAD answer
+/// alike, in one place.
+macro_rules! read_output {
+    ($out:ident { $($field:ident: $value:expr),* $(,)? }, $meta:expr, $view:expr, $overrides:expr) => {{
+        let meta: &ObjectMeta = $meta;
+        let view: ReadView = $view;
+        let o: ContentOverrides = $overrides;
+        let a = &meta.attributes;
+        $out {
+            $($field: $value,)*
+            accept_ranges: Some("bytes".into()),
+            content_length: Some(to_i64(view.len)),
+            content_range: view.content_range,
+            parts_count: view.parts_count,
+            e_tag: Some(ETag::Strong(meta.etag.clone())),
+            last_modified: Some(timestamp(meta.last_modified_ms)),
+            metadata: user_metadata(a),
+            content_type: o.content_type.or_else(|| a.content_type.clone()),
+            content_encoding: o.content_encoding.or_else(|| a.content_encoding.clone()),
+            content_disposition: o
+                .content_disposition
+                .or_else(|| a.content_disposition.clone()),
+            content_language: o.content_language.or_else(|| a.content_language.clone()),
+            cache_control: o.cache_control.or_else(|| a.cache_control.clone()),
+            expires: o.expires.or_else(|| a.expires_ms.map(timestamp)),
+            website_redirect_location: a.website_redirect_location.clone(),
+            checksum_crc32: view.checksums.crc32,
+            checksum_crc32c: view.checksums.crc32c,
+            checksum_sha1: view.checksums.sha1,
+            checksum_sha256: view.checksums.sha256,
+            checksum_crc64nvme: view.checksums.crc64nvme,
+            ..Default::default()
+        }
+    }};
+}
+
 impl Store {
     pub(crate) async fn put_object_op(
         &self,
@@ -166,60 +242,27 @@ impl Store {
         } = req;
         check_key(&input.key)?;
         let bucket = self.bucket(&input.bucket)?;
-        if let Some(len) = input.content_length {
-            if len < 0 || len as u64 > MAX_PUT {
-                return Err(body_error(WriteError::TooLarge(MAX_PUT)));
-            }
-        }
+        check_length(input.content_length)?;
         let (if_match, if_none_match) = (input.if_match.clone(), input.if_none_match.clone());
         {
             let state = bucket.lock();
             let current = state.objects.get(&input.key).map(|m| m.etag.as_str());
             conditions::check_write(if_match.as_ref(), if_none_match.as_ref(), current)?;
         }
-        let mut given = Checksums {
-            crc32: input.checksum_crc32,
-            crc32c: input.checksum_crc32c,
-            sha1: input.checksum_sha1,
-            sha256: input.checksum_sha256,
-            crc64nvme: input.checksum_crc64nvme,
-        };
-        let hasher = checksum::hasher_for(input.checksum_algorithm.as_ref(), &given, &headers)?;
-        let body = input.body.unwrap_or_else(empty_body);
-        let fsync = self.fsync();
-        let written = write_body(&bucket.dir.tmp(), body, hasher, MAX_PUT, fsync)
-            .await
-            .map_err(body_error)?;
-        if let Some(len) = input.content_length {
-            if len as u64 != written.size {
-                return Err(body_error(WriteError::Body("length mismatch".into())));
-            }
-        }
-        checksum::check_content_md5(input.content_md5.as_deref(), &written.md5)?;
-        checksum::add_trailers(&mut given, trailing_headers.as_ref())?;
-        let computed = Checksums::from_dto(written.checksums);
-        checksum::verify(&computed, &given)?;
+        let (fsync, trailers) = (self.fsync(), trailing_headers.as_ref());
+        let received = receive_body!(input, &bucket.dir.tmp(), &headers, trailers, fsync).await?;
         let meta = ObjectMeta {
             format: FORMAT,
             key: input.key,
-            size: written.size,
-            etag: md5_hex(&written.md5),
+            size: received.size,
+            etag: received.etag,
             last_modified_ms: now_ms(),
-            attributes: attributes(
-                input.content_type,
-                input.content_encoding,
-                input.content_disposition,
-                input.content_language,
-                input.cache_control,
-                input.expires.as_ref(),
-                input.website_redirect_location,
-                input.metadata,
-            ),
-            checksums: computed,
+            attributes: attributes_of!(input),
+            checksums: received.checksums,
             part_sizes: Vec::new(),
             data: random_id().map_err(io_err("random id"))?,
         };
-        let tmp = written.tmp;
+        let tmp = received.tmp;
         let meta = blocking(move || {
             commit_object(&bucket, meta, tmp, fsync, |cur| {
                 conditions::check_write(
@@ -250,63 +293,29 @@ impl Store {
         let bucket = self.bucket(&input.bucket)?;
         let key = input.key.clone();
         let (meta, file) = blocking(move || open_object(&bucket, &key)).await?;
-        let c = ReadConditions {
+        let conditions = ReadConditions {
             if_match: input.if_match.as_ref(),
             if_none_match: input.if_none_match.as_ref(),
             if_modified_since: input.if_modified_since.as_ref(),
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         };
-        if let Some(e) =
-            conditions::read_error(conditions::evaluate(&c, &meta.etag, meta.last_modified_ms))
-        {
-            return Err(e);
-        }
-        let (start, len, content_range, parts_count) =
-            select(&meta, input.range.as_ref(), input.part_number)?;
-        let whole = input.range.is_none() && input.part_number.is_none();
-        let range = FileRange::new(file, start, len);
+        let view = read_view(&meta, &conditions, input.range.as_ref(), input.part_number)?;
+        let range = FileRange::new(file, view.start, view.len);
         let body = StreamingBlob::wrap(FileStream::new(range.clone()));
-        let a = &meta.attributes;
-        let sums = if whole {
-            meta.checksums.clone()
-        } else {
-            Checksums::default()
+        let overrides = ContentOverrides {
+            content_type: input.response_content_type,
+            content_encoding: input.response_content_encoding,
+            content_disposition: input.response_content_disposition,
+            content_language: input.response_content_language,
+            cache_control: input.response_cache_control,
+            expires: input.response_expires,
         };
-        let mut resp = S3Response::new(GetObjectOutput {
-            body: Some(body),
-            accept_ranges: Some("bytes".into()),
-            content_length: Some(to_i64(len)),
-            content_range,
-            parts_count: parts_count.filter(|_| !meta.part_sizes.is_empty()),
-            e_tag: Some(ETag::Strong(meta.etag.clone())),
-            last_modified: Some(timestamp(meta.last_modified_ms)),
-            metadata: user_metadata(a),
-            content_type: input
-                .response_content_type
-                .or_else(|| a.content_type.clone()),
-            content_encoding: input
-                .response_content_encoding
-                .or_else(|| a.content_encoding.clone()),
-            content_disposition: input
-                .response_content_disposition
-                .or_else(|| a.content_disposition.clone()),
-            content_language: input
-                .response_content_language
-                .or_else(|| a.content_language.clone()),
-            cache_control: input
-                .response_cache_control
-                .or_else(|| a.cache_control.clone()),
-            expires: input
-                .response_expires
-                .or_else(|| a.expires_ms.map(timestamp)),
-            website_redirect_location: a.website_redirect_location.clone(),
-            checksum_crc32: sums.crc32,
-            checksum_crc32c: sums.crc32c,
-            checksum_sha1: sums.sha1,
-            checksum_sha256: sums.sha256,
-            checksum_crc64nvme: sums.crc64nvme,
-            ..Default::default()
-        });
+        let mut resp = S3Response::new(read_output!(
+            GetObjectOutput { body: Some(body) },
+            &meta,
+            view,
+            overrides
+        ));
         // A reader in this process (the gateway's RDMA engine) may take the
         // bytes from the file itself instead of from the body.
         resp.extensions.insert(range);
@@ -325,48 +334,19 @@ impl Store {
             .get(&input.key)
             .cloned()
             .ok_or_else(|| s3_error!(NoSuchKey, "The specified key does not exist."))?;
-        let c = ReadConditions {
+        let conditions = ReadConditions {
             if_match: input.if_match.as_ref(),
             if_none_match: input.if_none_match.as_ref(),
             if_modified_since: input.if_modified_since.as_ref(),
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         };
-        if let Some(e) =
-            conditions::read_error(conditions::evaluate(&c, &meta.etag, meta.last_modified_ms))
-        {
-            return Err(e);
-        }
-        let (_, len, content_range, parts_count) =
-            select(&meta, input.range.as_ref(), input.part_number)?;
-        let whole = input.range.is_none() && input.part_number.is_none();
-        let sums = if whole {
-            meta.checksums.clone()
-        } else {
-            Checksums::default()
-        };
-        let a = &meta.attributes;
-        Ok(S3Response::new(HeadObjectOutput {
-            accept_ranges: Some("bytes".into()),
-            content_length: Some(to_i64(len)),
-            content_range,
-            parts_count: parts_count.filter(|_| !meta.part_sizes.is_empty()),
-            e_tag: Some(ETag::Strong(meta.etag.clone())),
-            last_modified: Some(timestamp(meta.last_modified_ms)),
-            metadata: user_metadata(a),
-            content_type: a.content_type.clone(),
-            content_encoding: a.content_encoding.clone(),
-            content_disposition: a.content_disposition.clone(),
-            content_language: a.content_language.clone(),
-            cache_control: a.cache_control.clone(),
-            expires: a.expires_ms.map(timestamp),
-            website_redirect_location: a.website_redirect_location.clone(),
-            checksum_crc32: sums.crc32,
-            checksum_crc32c: sums.crc32c,
-            checksum_sha1: sums.sha1,
-            checksum_sha256: sums.sha256,
-            checksum_crc64nvme: sums.crc64nvme,
-            ..Default::default()
-        }))
+        let view = read_view(&meta, &conditions, input.range.as_ref(), input.part_number)?;
+        Ok(S3Response::new(read_output!(
+            HeadObjectOutput {},
+            &meta,
+            view,
+            ContentOverrides::default()
+        )))
     }
 
     pub(crate) async fn delete_object_op(&self, bucket: &str, key: &str) -> S3Result<bool> {
@@ -474,16 +454,7 @@ impl Store {
             ));
         }
         let attrs = if replace {
-            attributes(
-                input.content_type,
-                input.content_encoding,
-                input.content_disposition,
-                input.content_language,
-                input.cache_control,
-                input.expires.as_ref(),
-                input.website_redirect_location,
-                input.metadata,
-            )
+            attributes_of!(input)
         } else {
             meta.attributes.clone()
         };

@@ -17,19 +17,13 @@
 
 #![forbid(unsafe_code)]
 
+mod c_relay;
 mod common;
 
+use c_relay::{build_program, run_program, Relay};
 use common::{pattern, xml_field, Server, S3};
-use hipobj::testing::c_programs;
 use http::Method;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
 
 /// Object sizes: a byte, a page, and past one 8 MiB staging buffer.
 const SIZES: [usize; 3] = [1, 4096, (8 << 20) + 1];
@@ -37,25 +31,6 @@ const SIZES: [usize; 3] = [1, 4096, (8 << 20) + 1];
 const PUT_SEED_BASE: u64 = 1 << 32;
 /// `/bkt/seed-<size>` holds `pattern(SEEDED_SEED_BASE + size)`.
 const SEEDED_SEED_BASE: u64 = 2 << 32;
-/// How long the program may run.
-const PROGRAM_TIMEOUT: Duration = Duration::from_secs(180);
-
-// ---- Building the program ----------------------------------------------
-
-/// Compiles `tests/c/rdma_client.c` into `<target>/c-tests/rdma_client`,
-/// linked to libhipobj with an rpath to it.
-fn build_program() -> PathBuf {
-    let ws = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("test-server is in the workspace");
-    c_programs::build(
-        "gcc",
-        "c11",
-        &ws.join("test-server/tests/c/rdma_client.c"),
-        &[&ws.join("client/tests/c")],
-        "rdma_client",
-    )
-}
 
 // ---- The relay ---------------------------------------------------------
 
@@ -69,161 +44,32 @@ struct Exchange {
     etag: Option<String>,
 }
 
-/// The program's S3 client: a thread serving the line protocol on
-/// 127.0.0.1, one connection at a time.
-struct Relay {
-    port: u16,
-    log: Arc<Mutex<Vec<Exchange>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Relay {
-    fn start(server_url: &str) -> Relay {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the relay");
-        let port = listener.local_addr().unwrap().port();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let url = server_url.to_string();
-        let thread = {
-            let log = Arc::clone(&log);
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                let s3 = S3::new(&url);
-                for conn in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    serve(&s3, conn, &log);
-                }
-            })
-        };
-        Relay {
-            port,
-            log,
-            stop,
-            thread: Some(thread),
+/// Relays one `METHOD PATH TOKEN` line; answers the reply or `NONE`.
+fn relay_line(s3: &S3, fields: &[&str], log: &Mutex<Vec<Exchange>>) -> String {
+    match fields {
+        [method, path, token] if path.starts_with('/') => {
+            let method = Method::from_bytes(method.as_bytes()).expect("a method");
+            let a = s3.send(
+                method.clone(),
+                path,
+                &[(hipobj_wire::headers::RDMA_TOKEN, token)],
+                Vec::new(),
+                true,
+            );
+            let reply = a.reply();
+            log.lock().unwrap().push(Exchange {
+                method: method.to_string(),
+                path: path.to_string(),
+                status: a.status.as_u16(),
+                reply: reply.clone(),
+                etag: a.header("etag"),
+            });
+            reply.unwrap_or_else(|| "NONE".to_string())
         }
-    }
-
-    /// Stops the relay and returns what it did. A panic of the relay thread
-    /// (an HTTP failure) is raised here.
-    fn finish(mut self) -> Vec<Exchange> {
-        self.shut();
-        std::mem::take(&mut *self.log.lock().unwrap())
-    }
-
-    fn shut(&mut self) {
-        let Some(thread) = self.thread.take() else {
-            return;
-        };
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept; the thread sees the flag and ends.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        if let Err(panic) = thread.join() {
-            if !std::thread::panicking() {
-                std::panic::resume_unwind(panic);
-            }
+        _ => {
+            eprintln!("relay: a malformed line {fields:?}");
+            "NONE".to_string()
         }
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.shut();
-    }
-}
-
-/// Serves one connection until it closes.
-fn serve(s3: &S3, conn: TcpStream, log: &Mutex<Vec<Exchange>>) {
-    let mut out = conn.try_clone().expect("clone the relay socket");
-    for line in BufReader::new(conn).lines() {
-        let Ok(line) = line else { break };
-        let fields: Vec<&str> = line.split(' ').collect();
-        let answer = match fields[..] {
-            [method, path, token] if path.starts_with('/') => {
-                let method = Method::from_bytes(method.as_bytes()).expect("a method");
-                let a = s3.send(
-                    method.clone(),
-                    path,
-                    &[(hipobj_wire::headers::RDMA_TOKEN, token)],
-                    Vec::new(),
-                    true,
-                );
-                let reply = a.reply();
-                log.lock().unwrap().push(Exchange {
-                    method: method.to_string(),
-                    path: path.to_string(),
-                    status: a.status.as_u16(),
-                    reply: reply.clone(),
-                    etag: a.header("etag"),
-                });
-                reply.unwrap_or_else(|| "NONE".to_string())
-            }
-            _ => {
-                eprintln!("relay: a malformed line {line:?}");
-                "NONE".to_string()
-            }
-        };
-        if out.write_all(format!("{answer}\n").as_bytes()).is_err() {
-            break;
-        }
-    }
-    let _ = out.shutdown(Shutdown::Both);
-}
-
-// ---- Running the program -----------------------------------------------
-
-struct Outcome {
-    success: bool,
-    status: String,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs the program with `args`, killed after [`PROGRAM_TIMEOUT`].
-fn run_program(exe: &Path, args: &[String]) -> Outcome {
-    let mut child = c_programs::command(exe)
-        .args(args)
-        .env_remove("HIPOBJ_SOFT_ADDRS")
-        .env_remove("HIPOBJ_MAX_TRANSFERS")
-        .env_remove("HIPOBJ_REQUIRE_GPU_DIRECT")
-        .env("HIPOBJ_PROVIDER", "soft")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run rdma_client");
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = Vec::new();
-            let _ = r.read_to_end(&mut s);
-            String::from_utf8_lossy(&s).into_owned()
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + PROGRAM_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for rdma_client") {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Outcome {
-        success: status.is_some_and(|s| s.success()),
-        status: status.map_or_else(
-            || format!("killed after {PROGRAM_TIMEOUT:?}"),
-            |s| s.to_string(),
-        ),
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
     }
 }
 
@@ -279,7 +125,7 @@ fn assert_stored(s3: &S3, path: &str, data: &[u8]) {
 
 #[test]
 fn c_program_moves_objects_by_rdma_through_the_test_server() {
-    let exe = build_program();
+    let exe = build_program("rdma_client");
     let server = Server::start(0);
     let s3 = S3::new(&server.url);
     s3.create_bucket("bkt");
@@ -298,7 +144,7 @@ fn c_program_moves_objects_by_rdma_through_the_test_server() {
         uploads.push((size, mp, id));
     }
 
-    let relay = Relay::start(&server.url);
+    let relay = Relay::start(&server.url, relay_line);
     let mut argv = vec![relay.port.to_string()];
     argv.extend(args);
     let outcome = run_program(&exe, &argv);
@@ -307,13 +153,7 @@ fn c_program_moves_objects_by_rdma_through_the_test_server() {
         .iter()
         .map(|e| format!("  {} {} -> {} {:?}\n", e.method, e.path, e.status, e.reply))
         .collect();
-    assert!(
-        outcome.success && outcome.stdout.lines().any(|l| l == "rdma_client: ok"),
-        "rdma_client failed ({}):\nstdout:\n{}\nstderr:\n{}\nrelayed:\n{trace}",
-        outcome.status,
-        outcome.stdout,
-        outcome.stderr
-    );
+    outcome.assert_ok("rdma_client", &trace);
 
     // Every relayed request succeeded with an RDMA reply.
     for e in &log {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::soft::SoftProvider;
 use hipobj_fabric::{
-    AccessFlags, CompletionQueue, Device, Gid, ProtectionDomain, QpCap, QpType, QueuePair, RecvWr,
+    AccessFlags, CompletionQueue, Device, Gid, ProtectionDomain, QueuePair, RecvWr,
     RegisteredBuffer, RemoteAddr, SendOp, SendWr, WorkCompletion,
 };
 use hipobj_wire::rc_v2::{
@@ -56,11 +56,7 @@ impl V2Client {
         let device = Device::open(&provider, "soft0").unwrap();
         let gid = device.gid_table(1).unwrap()[0].gid;
         let pd = device.alloc_pd().unwrap();
-        let cq = device.create_cq(16).unwrap();
-        let qp = pd
-            .create_qp(QpType::Rc, &cq, &cq, QpCap::default())
-            .unwrap();
-        rc::to_init(&qp, 1, AccessFlags::REMOTE_WRITE).unwrap();
+        let (qp, cq) = rc::init_qp(&device, &pd, 16, 1, AccessFlags::REMOTE_WRITE).unwrap();
         let buf = pd
             .alloc_buffer(
                 len.max(1),

@@ -126,7 +126,7 @@ impl S3 {
         let mut req = req.body(Body::from(body)).map_err(|e| e.to_string())?;
         req.headers_mut()
             .insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
-        hipobj_gateway::auth::sign_request(
+        hipobj_gateway::upstream::sign_request(
             &mut req,
             &self.access_key,
             secret,

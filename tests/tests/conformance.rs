@@ -2,7 +2,8 @@
 //! check PASS or SKIP, the re-handshake check with a restart command, the
 //! other-key check with a second tenant), the test server behind
 //! `tamper-proxy` once per mode (the check the mode names FAILs, exit 1),
-//! hipobj-gateway in front of the separately started s3s-fs, a server
+//! hipobj-gateway in front of the separately started store (Ceph RGW in
+//! CI, or s3s-fs), a server
 //! without RDMA (exit 3) and bad arguments (exit 2).
 //!
 //! Needs the workspace's binaries (`hipobj`, `hipobj-test-server`,
@@ -299,9 +300,9 @@ fn bad_arguments_exit_2() {
 }
 
 #[test]
-fn every_check_passes_or_skips_through_the_gateway_in_front_of_s3s_fs() {
+fn every_check_passes_or_skips_through_the_gateway_in_front_of_the_store() {
     let Some((endpoint, ak, sk)) = external_store() else {
-        eprintln!("skipped: no HIPOBJ_TEST_S3_ENDPOINT (set by .ci/run, which starts s3s-fs)");
+        eprintln!("skipped: no HIPOBJ_TEST_S3_ENDPOINT (set by .ci/run, which starts Ceph RGW)");
         return;
     };
     let gw = hipobj_testkit::gateway(&workspace_bin("hipobj-gateway"), &endpoint, &ak, &sk);
@@ -323,5 +324,54 @@ fn every_check_passes_or_skips_through_the_gateway_in_front_of_s3s_fs() {
             _ => "PASS",
         };
         assert_eq!(v, want, "{id}\n{}", describe(&out));
+    }
+}
+
+/// `hipobj bench` through the gateway in front of the separately started
+/// store (Ceph RGW in CI, or s3s-fs): every PUT and GET of each
+/// size on both paths succeeds, the RDMA path without falling back (the
+/// bench requires RDMA there), and the bytes it counts are the bytes it
+/// asked for.
+#[test]
+fn bench_runs_through_the_gateway_in_front_of_the_store() {
+    let Some((endpoint, ak, sk)) = external_store() else {
+        eprintln!("skipped: no HIPOBJ_TEST_S3_ENDPOINT (set by .ci/run, which starts Ceph RGW)");
+        return;
+    };
+    let gw = hipobj_testkit::gateway(&workspace_bin("hipobj-gateway"), &endpoint, &ak, &sk);
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(workspace_bin("hipobj"))
+        .args(["bench", "--endpoint", &gw.url, "--json"])
+        .args(["--access-key", AK, "--secret-key", SK])
+        .args([
+            "--sizes",
+            "4KiB,1MiB,16MiB",
+            "--concurrency",
+            "2",
+            "--count",
+            "4",
+        ])
+        .args(["--bucket", "bench-through-gateway"])
+        .env("HOME", home.path())
+        .env_remove("AWS_PROFILE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running hipobj bench");
+    assert!(out.status.success(), "{}", describe(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let rows = doc["results"].as_array().expect("a results array");
+    assert_eq!(rows.len(), 12, "{}", describe(&out));
+    for size in [4u64 << 10, 1 << 20, 16 << 20] {
+        for op in ["put", "get"] {
+            for path in ["rdma", "http"] {
+                let r = rows
+                    .iter()
+                    .find(|r| r["size"] == size && r["op"] == op && r["path"] == path)
+                    .unwrap_or_else(|| panic!("no row {size} {op} {path}\n{}", describe(&out)));
+                assert_eq!(r["ops"], 4, "{r}");
+                assert_eq!(r["errors"], 0, "{r}");
+                assert_eq!(r["bytes"], 4 * size, "{r}");
+            }
+        }
     }
 }

@@ -3,7 +3,8 @@
 //! project's libibverbs provider (`HIPOBJ_PROVIDER=verbs`), which loads
 //! soft-verbs as its `libibverbs.so.1` (through `LD_LIBRARY_PATH`, as a
 //! user would). `hipobj demo`, `hipobj conformance` against the test
-//! server and against the gateway in front of s3s-fs, and `hipobj cp`
+//! server and against the gateway in front of the external store (Ceph
+//! RGW in CI), and `hipobj cp`
 //! both ways through the gateway, every byte by RDMA.
 //!
 //! Needs the workspace's binaries: `cargo test --workspace` builds them.
@@ -107,7 +108,7 @@ fn conformance_against_the_test_server_on_the_libibverbs_provider() {
     );
 }
 
-/// The gateway in front of s3s-fs on the libibverbs provider.
+/// The gateway in front of the external store on the libibverbs provider.
 fn verbs_gateway(endpoint: &str, ak: &str, sk: &str) -> ServerProc {
     let lib = library_dir().to_string_lossy().into_owned();
     gateway_with(
@@ -133,7 +134,7 @@ fn verbs_gateway(endpoint: &str, ak: &str, sk: &str) -> ServerProc {
 #[test]
 fn conformance_through_the_gateway_on_the_libibverbs_provider() {
     let Some((endpoint, ak, sk)) = external_store() else {
-        eprintln!("skipped: no HIPOBJ_TEST_S3_ENDPOINT (set by .ci/run, which starts s3s-fs)");
+        eprintln!("skipped: no HIPOBJ_TEST_S3_ENDPOINT (set by .ci/run, which starts Ceph RGW)");
         return;
     };
     let gw = verbs_gateway(&endpoint, &ak, &sk);
@@ -143,7 +144,7 @@ fn conformance_through_the_gateway_on_the_libibverbs_provider() {
 #[test]
 fn cp_both_ways_through_the_gateway_on_the_libibverbs_provider() {
     let Some((endpoint, ak, sk)) = external_store() else {
-        eprintln!("skipped: no HIPOBJ_TEST_S3_ENDPOINT (set by .ci/run, which starts s3s-fs)");
+        eprintln!("skipped: no HIPOBJ_TEST_S3_ENDPOINT (set by .ci/run, which starts Ceph RGW)");
         return;
     };
     let gw = verbs_gateway(&endpoint, &ak, &sk);

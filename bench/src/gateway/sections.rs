@@ -8,16 +8,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::{check, fill, poison, verify, Env, Way, BUCKET, WAYS};
+use super::common::{check, fill, poison, verify, Env, Way, BUCKET, WAYS};
 use crate::memory::{Cpu, Window};
 use crate::size::human;
 
 #[derive(Debug)]
 pub(super) struct ThroughputRow {
     pub(super) size: u64,
-    /// Seconds per round, [way][put=0/get=1].
+    /// Seconds per round, `[way][put=0/get=1]`.
     pub(super) secs: [[Vec<f64>; 2]; 3],
-    /// CPU used over all rounds, [way][put=0/get=1].
+    /// CPU used over all rounds, `[way][put=0/get=1]`.
     pub(super) cpu: [[Cpu; 2]; 3],
     pub(super) memory: Window,
 }

@@ -15,7 +15,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{check, Args, Env, Plan, BUCKET, GW_KEY, GW_SECRET, UP_KEY, UP_SECRET, WAYS};
+use super::args::{Args, Plan};
+use super::common::{check, Env, BUCKET, GW_KEY, GW_SECRET, UP_KEY, UP_SECRET, WAYS};
 use crate::memory::Sampler;
 
 /// The command that installs the upstream store where it is looked for.

@@ -7,6 +7,7 @@
 //! as the seed says). `HIPOBJ_HIP_LIBRARY` and `HIPOBJ_HSA_LIBRARY` name
 //! other files to load (tests load a stub).
 
+use super::event::{Event, EventApi};
 use super::gpu::{
     HipError, HipEvent, HipRuntime, MemoryType, PointerAttributes, HIP_ERROR_INVALID_VALUE,
     HIP_ERROR_NOT_SUPPORTED,
@@ -200,42 +201,29 @@ fn check(rc: c_int) -> Result<(), HipError> {
     }
 }
 
-/// An event on the per-thread stream; destroyed on drop.
-struct SystemEvent {
-    event: *mut c_void,
+/// How HIP queries and destroys an event on the per-thread stream.
+struct HipEvents {
     query: FnPtr,
     destroy: FnPtr,
 }
 
 // SAFETY: a hipEvent_t is a handle the HIP runtime lets any thread query
-// and destroy.
-unsafe impl Send for SystemEvent {}
-// SAFETY: hipEventQuery is thread-safe on a shared event.
-unsafe impl Sync for SystemEvent {}
+// (hipEventQuery is thread-safe on a shared event) and destroy; the value
+// holds only function pointers.
+unsafe impl EventApi for HipEvents {
+    const NAME: &'static str = "SystemEvent";
+    const DONE: HipError = 0;
+    const NOT_READY: HipError = HIP_ERROR_NOT_READY;
 
-impl fmt::Debug for SystemEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SystemEvent")
-            .field("event", &self.event)
-            .finish()
+    unsafe fn query(&self, event: *mut c_void) -> HipError {
+        // SAFETY: the caller passes a live event created by
+        // hipEventCreateWithFlags.
+        unsafe { (self.query)(event) }
     }
-}
 
-impl HipEvent for SystemEvent {
-    fn done(&self) -> Result<bool, HipError> {
-        // SAFETY: `event` is a live event created by hipEventCreateWithFlags.
-        match unsafe { (self.query)(self.event) } {
-            0 => Ok(true),
-            HIP_ERROR_NOT_READY => Ok(false),
-            e => Err(e),
-        }
-    }
-}
-
-impl Drop for SystemEvent {
-    fn drop(&mut self) {
-        // SAFETY: the event is live and destroyed exactly once, here.
-        unsafe { (self.destroy)(self.event) };
+    unsafe fn destroy(&self, event: *mut c_void) {
+        // SAFETY: the caller passes a live event, destroyed exactly once.
+        unsafe { (self.destroy)(event) };
     }
 }
 
@@ -320,11 +308,12 @@ impl HipRuntime for SystemHip {
         let mut event = std::ptr::null_mut::<c_void>();
         // SAFETY: writes one event handle.
         check(unsafe { (self.sym.event_create_with_flags)(&mut event, HIP_EVENT_DISABLE_TIMING) })?;
-        let ev = SystemEvent {
-            event,
+        let events = HipEvents {
             query: self.sym.event_query,
             destroy: self.sym.event_destroy,
         };
+        // SAFETY: the event was just created, and nothing else owns it.
+        let ev = unsafe { Event::new(event, events) };
         // SAFETY: the ranges are a registered buffer and its staging memory
         // (checked by the caller), both kept allocated until the event
         // reports completion, or forever if it never does.
@@ -338,7 +327,7 @@ impl HipRuntime for SystemHip {
             )
         })?;
         // SAFETY: records the live event on the per-thread stream.
-        check(unsafe { (self.sym.event_record)(ev.event, HIP_STREAM_PER_THREAD) })?;
+        check(unsafe { (self.sym.event_record)(ev.handle(), HIP_STREAM_PER_THREAD) })?;
         Ok(Box::new(ev))
     }
 

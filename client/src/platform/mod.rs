@@ -7,6 +7,7 @@
 
 mod cpu_reach;
 pub mod cuda;
+mod event;
 pub mod gpu;
 pub mod gpus;
 pub mod hip;

@@ -11,14 +11,14 @@
 //! [`MAX_DIR_ENTRIES`], a missing or malformed file reads as "unknown", and
 //! nothing here panics on any content.
 
-use hipobj_fabric::{Gid, GidEntry, GidType};
+use hipobj_fabric::ibverbs::sysfs::{self, parse_link_layer, read_attr};
+use hipobj_fabric::{Gid, GidEntry, GidType, LinkLayer};
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The most bytes read from any one sysfs file (a sysfs attribute is at
-/// most one page).
-pub const MAX_ATTR_BYTES: u64 = 4096;
+/// most one page); the fabric's sysfs reader enforces it.
+pub use hipobj_fabric::ibverbs::sysfs::MAX_ATTR_BYTES;
 
 /// The most entries taken from any one sysfs directory listing (devices,
 /// ports, GID table entries). Entries beyond it are ignored.
@@ -102,9 +102,11 @@ pub trait NicTopology: Send + Sync + std::fmt::Debug {
 /// - `ports/<n>/gids/<i>`: eight groups of four hex digits separated by `:`
 ///   (see [`parse_sysfs_gid`]); an entry that doesn't parse is left out.
 /// - `ports/<n>/gid_attrs/types/<i>`: `"RoCE v2"` or `"IB/RoCE v1"` (the
-///   latter is [`GidType::Ib`] on an InfiniBand port, else
-///   [`GidType::RoceV1`]); unreadable (real kernels fail unconfigured entries
-///   with `EINVAL`), missing or other text is [`GidType::Unknown`].
+///   latter is [`GidType::Ib`] on an InfiniBand port, [`GidType::RoceV1`] on
+///   an Ethernet one, [`GidType::Unknown`] where the link layer is missing
+///   or other); unreadable (real kernels fail unconfigured entries with
+///   `EINVAL`), missing or other text is [`GidType::Unknown`]. The fabric's
+///   `ibverbs::sysfs` reads these, the same reader the verbs provider uses.
 #[derive(Clone, Debug)]
 pub struct SysfsTopology {
     root: PathBuf,
@@ -140,6 +142,12 @@ impl SysfsTopology {
     fn port_dir(&self, device: &str, port: u8) -> Option<PathBuf> {
         self.device_dir(device)
             .map(|d| d.join("ports").join(port.to_string()))
+    }
+
+    /// The type of GID `index` of `device`'s `port` (a plain name, checked by
+    /// the caller), on a port with `link_layer`.
+    fn read_gid_type(&self, device: &str, port: u8, index: u16, link_layer: LinkLayer) -> GidType {
+        sysfs::gid_type(&self.class_dir(), device, port, index, link_layer)
     }
 
     fn read_nic(&self, name: String) -> NicInfo {
@@ -191,15 +199,14 @@ impl NicTopology for SysfsTopology {
         let Some(pdir) = self.port_dir(device, port) else {
             return GidType::Unknown;
         };
-        let link_layer = read_attr(&pdir.join("link_layer"));
-        read_gid_type(&pdir, index, link_layer.as_deref())
+        self.read_gid_type(device, port, index, read_link_layer(&pdir))
     }
 
     fn gids(&self, device: &str, port: u8) -> Vec<GidEntry> {
         let Some(pdir) = self.port_dir(device, port) else {
             return Vec::new();
         };
-        let link_layer = read_attr(&pdir.join("link_layer"));
+        let link_layer = read_link_layer(&pdir);
         let gdir = pdir.join("gids");
         let mut indices: Vec<u16> = list_dir(&gdir)
             .iter()
@@ -215,7 +222,7 @@ impl NicTopology for SysfsTopology {
                     tracing::debug!(device, port, index, "sysfs: malformed GID entry skipped");
                     return None;
                 };
-                let gid_type = read_gid_type(&pdir, index, link_layer.as_deref());
+                let gid_type = self.read_gid_type(device, port, index, link_layer);
                 Some(GidEntry {
                     index,
                     gid,
@@ -268,23 +275,6 @@ pub fn parse_sysfs_gid(text: &str) -> Option<Gid> {
         return None;
     }
     Gid::from_hex(&hex)
-}
-
-/// The GID type sysfs text names: `"RoCE v2"` is [`GidType::RoceV2`];
-/// `"IB/RoCE v1"` is [`GidType::Ib`] when `link_layer` is `InfiniBand`, else
-/// [`GidType::RoceV1`]; anything else is [`GidType::Unknown`].
-fn parse_gid_type(text: &str, link_layer: Option<&str>) -> GidType {
-    match text.trim_ascii() {
-        "RoCE v2" => GidType::RoceV2,
-        "IB/RoCE v1" => {
-            if link_layer.map(str::trim_ascii) == Some("InfiniBand") {
-                GidType::Ib
-            } else {
-                GidType::RoceV1
-            }
-        }
-        _ => GidType::Unknown,
-    }
 }
 
 /// A decimal number with nothing around it but ASCII whitespace; no sign.
@@ -362,25 +352,6 @@ fn is_plain_name(name: &str) -> bool {
 // ---------------------------------------------------------------------------
 // Bounded file access.
 
-/// Reads at most [`MAX_ATTR_BYTES`] of a regular file as text (invalid
-/// UTF-8 replaced); `None` when it's missing, not a regular file, or
-/// unreadable.
-fn read_attr(path: &Path) -> Option<String> {
-    // Only regular files: opening a FIFO in a hostile tree would block.
-    if !fs::metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let file = fs::File::open(path).ok()?;
-    let mut buf = Vec::new();
-    match file.take(MAX_ATTR_BYTES).read_to_end(&mut buf) {
-        Ok(_) => Some(String::from_utf8_lossy(&buf).into_owned()),
-        Err(e) => {
-            tracing::trace!(path = %path.display(), error = %e, "sysfs: read failed");
-            None
-        }
-    }
-}
-
 /// The UTF-8 names in a directory, sorted, at most [`MAX_DIR_ENTRIES`] of
 /// them; empty when it can't be listed.
 fn list_dir(path: &Path) -> Vec<String> {
@@ -427,12 +398,9 @@ fn read_port(dir: &Path, port: u8) -> PortInfo {
     }
 }
 
-fn read_gid_type(port_dir: &Path, index: u16, link_layer: Option<&str>) -> GidType {
-    let path = port_dir
-        .join("gid_attrs")
-        .join("types")
-        .join(index.to_string());
-    read_attr(&path).map_or(GidType::Unknown, |t| parse_gid_type(&t, link_layer))
+/// A port directory's `link_layer`, `Unspecified` when missing or other.
+fn read_link_layer(port_dir: &Path) -> LinkLayer {
+    read_attr(&port_dir.join("link_layer")).map_or(LinkLayer::Unspecified, |t| parse_link_layer(&t))
 }
 
 #[cfg(test)]
@@ -460,25 +428,6 @@ mod tests {
         ] {
             assert_eq!(parse_sysfs_gid(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn gid_types() {
-        assert_eq!(
-            parse_gid_type("RoCE v2\n", Some("Ethernet")),
-            GidType::RoceV2
-        );
-        assert_eq!(
-            parse_gid_type("IB/RoCE v1\n", Some("Ethernet\n")),
-            GidType::RoceV1
-        );
-        assert_eq!(parse_gid_type("IB/RoCE v1\n", None), GidType::RoceV1);
-        assert_eq!(
-            parse_gid_type("IB/RoCE v1", Some("InfiniBand\n")),
-            GidType::Ib
-        );
-        assert_eq!(parse_gid_type("RoCE v3", None), GidType::Unknown);
-        assert_eq!(parse_gid_type("", None), GidType::Unknown);
     }
 
     #[test]

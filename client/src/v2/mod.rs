@@ -26,8 +26,8 @@ use crate::instance::Instance;
 use crate::transfer::{lookup, stage_copy, SyncDirection};
 use hipobj_fabric::rc::{self, RcPeer};
 use hipobj_fabric::{
-    AccessFlags, CompletionQueue, QpCap, QpType, QueuePair, RecvWr, RemoteAddr, SendOp, SendWr,
-    Sge, WcOpcode, WcStatus,
+    AccessFlags, CompletionQueue, QueuePair, RecvWr, RemoteAddr, SendOp, SendWr, Sge, WcOpcode,
+    WcStatus,
 };
 use hipobj_wire::rc_v2::{
     Cookie, Final, Headers, MessageError, Op, Prepare, PrepareAnswer, Psn, Ready, SessionId, Span,
@@ -368,13 +368,11 @@ pub(crate) fn run(
     // A QP of its own. A GET's lets the server write (and the receive
     // place); a PUT's allows the peer nothing.
     let dev = &inst.device;
-    let cq = dev.device.create_cq(16)?;
-    let qp = dev.pd.create_qp(QpType::Rc, &cq, &cq, QpCap::default())?;
     let access = match op {
         Op::Get => AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
         Op::Put => AccessFlags::EMPTY,
     };
-    rc::to_init(&qp, dev.port, access)?;
+    let (qp, cq) = rc::init_qp(&dev.device, &dev.pd, 16, dev.port, access)?;
     let qp = V2Qp { qp, cq };
 
     let psn = random_psn()?;

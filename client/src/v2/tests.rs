@@ -4,33 +4,17 @@
 //! WRITE_WITH_IMM into its staging region.
 
 use super::*;
-use crate::platform::gpu::NoHip;
-use crate::platform::topology::NoTopology;
-use crate::platform::Platform;
+pub(crate) use crate::testing::platforms::soft;
+use crate::testing::platforms::{gpu_platform, host_platform};
 use crate::{Config, Hipobj, Options};
 use hipobj_fabric::rc::RcParams;
-use hipobj_fabric::soft::{SoftConfig, SoftProvider};
 use hipobj_fabric::{Device, ProtectionDomain, RegisteredBuffer};
 use hipobj_wire::Gid;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-pub(crate) fn soft() -> Arc<SoftProvider> {
-    Arc::new(SoftProvider::new(
-        vec![Ipv4Addr::LOCALHOST],
-        SoftConfig {
-            timeout_scale: 0.1,
-            ..SoftConfig::from_env()
-        },
-    ))
-}
-
 pub(crate) fn lib() -> Hipobj {
-    let platform = Platform {
-        hip: Arc::new(NoHip),
-        rdma: soft(),
-        topology: Arc::new(NoTopology),
-    };
+    let platform = host_platform();
     let options = Options {
         max_transfers: 1,
         transfer_timeout: Duration::from_secs(10),
@@ -98,16 +82,12 @@ impl FakeServer {
     }
 
     fn open(&mut self, req: &Prepare) -> std::result::Result<PrepareAnswer, String> {
-        let cq = self.device.create_cq(16).map_err(|e| e.to_string())?;
-        let qp = self
-            .pd
-            .create_qp(QpType::Rc, &cq, &cq, QpCap::default())
-            .map_err(|e| e.to_string())?;
         let access = match req.op {
             Op::Get => AccessFlags::EMPTY,
             Op::Put => AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
         };
-        rc::to_init(&qp, 1, access).map_err(|e| e.to_string())?;
+        let (qp, cq) =
+            rc::init_qp(&self.device, &self.pd, 16, 1, access).map_err(|e| e.to_string())?;
         let psn = random_psn().unwrap();
         let params = RcParams {
             rq_psn: req.psn.0,
@@ -567,30 +547,11 @@ fn psn_and_cookie_are_random_and_in_range() {
 mod gpu {
     use super::*;
     use crate::buffer::Registration;
-    use crate::platform::topology::{NicInfo, PortInfo};
-    use crate::testing::{FakeHip, FakeTopology, GpuView};
+    use crate::testing::FakeHip;
     use std::sync::atomic::Ordering;
 
     fn gpu_lib(hip: &Arc<FakeHip>, reachable: bool) -> Hipobj {
-        let topology = FakeTopology {
-            nics: vec![NicInfo {
-                name: "soft0".into(),
-                pci_bus_id: Some("0000:42:00.0".into()),
-                numa_node: Some(0),
-                vendor_id: Some(0),
-                ports: vec![PortInfo {
-                    port: 1,
-                    active: true,
-                    link_layer: Some("Ethernet".into()),
-                }],
-            }],
-            ..FakeTopology::default()
-        };
-        let platform = Platform {
-            hip: hip.clone(),
-            rdma: Arc::new(GpuView::new(soft(), hip.clone(), reachable, reachable)),
-            topology: Arc::new(topology),
-        };
+        let platform = gpu_platform(hip, reachable, reachable);
         Hipobj::with_platform(platform, Options::default(), &Config::default()).unwrap()
     }
 

@@ -1,7 +1,7 @@
-/* Transfers through the C API against hipobj-line-server (a server peer
+/* Transfers through the C API against the line server (a server peer
  * over the software provider, driven by a line protocol on TCP in place
- * of S3; see its source for the protocol). The test harness starts the
- * server and passes its port in HIPOBJ_TEST_PEER_PORT.
+ * of S3; see hipobj::testing::line_server for the protocol). The test
+ * harness starts the server and passes its port in HIPOBJ_TEST_PEER_PORT.
  *
  * Covered: GET and PUT through the callbacks (connect-first handshake,
  * then the transfer), a ranged GET, a server that forgot the pair (421,

@@ -1,76 +1,21 @@
 //! Shared set-up for the client's tests: platforms made of fakes and the
 //! software provider, and callbacks that talk to an in-process server peer.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use hipobj::platform::gpu::NoHip;
-use hipobj::platform::topology::{NicInfo, PortInfo};
-use hipobj::platform::Platform;
-use hipobj::testing::FakeHip;
-use hipobj::testing::FakeTopology;
-use hipobj::testing::{GpuView, ServerPeer};
+pub use hipobj::testing::platforms::{gpu_platform, host_platform, soft, soft_topology};
+use hipobj::testing::{FakeHip, ServerPeer};
 use hipobj::{Config, Hipobj, Options, S3Ops};
-use hipobj_fabric::seam::Provider;
-use hipobj_fabric::soft::{SoftConfig, SoftProvider};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-
-/// The software provider with timers 10x faster than hardware.
-pub fn soft() -> Arc<SoftProvider> {
-    Arc::new(SoftProvider::new(
-        vec![Ipv4Addr::LOCALHOST],
-        SoftConfig {
-            timeout_scale: 0.1,
-            ..SoftConfig::from_env()
-        },
-    ))
-}
 
 /// A server peer on its own soft device.
 pub fn peer() -> Arc<ServerPeer> {
     Arc::new(ServerPeer::new(soft().open_ip(Ipv4Addr::LOCALHOST)).unwrap())
 }
 
-/// A GPU-less platform: no HIP runtime, no topology; init needs the hint.
-pub fn host_platform() -> Platform {
-    Platform {
-        hip: Arc::new(NoHip),
-        rdma: soft(),
-        topology: Arc::new(FakeTopology::default()),
-    }
-}
-
 /// A GPU-less library on soft0.
 pub fn host_lib(options: Options) -> Hipobj {
     Hipobj::with_platform(host_platform(), options, &Config::with_nic("soft0")).unwrap()
-}
-
-/// A topology with soft0 next to the fake GPU's bus.
-pub fn soft_topology() -> FakeTopology {
-    FakeTopology {
-        nics: vec![NicInfo {
-            name: "soft0".into(),
-            pci_bus_id: Some("0000:42:00.0".into()),
-            numa_node: Some(0),
-            vendor_id: Some(0),
-            ports: vec![PortInfo {
-                port: 1,
-                active: true,
-                link_layer: Some("Ethernet".into()),
-            }],
-        }],
-        ..FakeTopology::default()
-    }
-}
-
-/// A platform with a fake GPU whose memory the NIC reaches by dma-buf
-/// and/or a plain MR, as told.
-pub fn gpu_platform(hip: &Arc<FakeHip>, dmabuf: bool, plain_device_mr: bool) -> Platform {
-    let rdma: Arc<dyn Provider> = soft();
-    Platform {
-        hip: hip.clone(),
-        rdma: Arc::new(GpuView::new(rdma, hip.clone(), dmabuf, plain_device_mr)),
-        topology: Arc::new(soft_topology()),
-    }
 }
 
 pub fn fake_gpu() -> Arc<FakeHip> {

@@ -29,7 +29,7 @@
 //! # The same-host path
 //!
 //! Between two devices on one host, RC WRITEs and READs move their payload
-//! by cross-memory attach ([`cma`]): the responder checks each request as
+//! by cross-memory attach (`cma`): the responder checks each request as
 //! above, grants the range, and the requester copies it straight between
 //! the two processes' memory, one copy instead of two through a socket.
 //! Every rule holds on both paths; `HIPOBJ_SOFT_CMA=0` turns it off.

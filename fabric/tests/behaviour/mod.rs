@@ -4,11 +4,64 @@
 //! one device talk to each other through the port's best GID, which every
 //! RoCE NIC and Soft-RoCE loop back.
 //!
-//! Used by `tests/ibverbs_behaviour.rs`, against the soft provider always
-//! and against libibverbs when `HIPOBJ_TEST_IBV_DEVICE` names a device.
+//! Used by `tests/ibverbs_behaviour.rs` and `tests/dc_behaviour.rs`
+//! through [`on_both_providers!`]: against the soft provider always, and
+//! against libibverbs, on the device `HIPOBJ_TEST_IBV_DEVICE` names, in
+//! tests ignored unless asked for (`-- --ignored`: they need an RDMA
+//! device).
 #![allow(dead_code)]
 
 pub mod dc;
+
+/// Names the libibverbs device the ignored tests run on.
+pub const ENV_DEVICE: &str = "HIPOBJ_TEST_IBV_DEVICE";
+
+/// The libibverbs provider and the device [`ENV_DEVICE`] names; a test
+/// failure saying so when it names none.
+pub fn verbs_device() -> (hipobj_fabric::ibverbs::VerbsProvider, String) {
+    let device = std::env::var(ENV_DEVICE)
+        .ok()
+        .map(|d| d.trim().to_string())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| panic!("set {ENV_DEVICE} to the libibverbs device (e.g. rxe0)"));
+    (hipobj_fabric::ibverbs::VerbsProvider::new(), device)
+}
+
+/// Runs `check` on `device` of `p`.
+pub fn run(check: impl Fn(&dyn Provider, &str), p: &dyn Provider, device: &str) {
+    check(p, device)
+}
+
+/// Declares each `name => check` twice: in `soft`, against the soft
+/// provider's `soft0`; in `verbs`, ignored unless asked for, against the
+/// libibverbs device [`ENV_DEVICE`] names. `check` takes the provider and
+/// the device name.
+#[macro_export]
+macro_rules! on_both_providers {
+    ($($name:ident => $check:expr;)*) => {
+        mod soft {
+            use super::*;
+            $(
+                #[test]
+                fn $name() {
+                    let p = hipobj_fabric::soft::SoftProvider::default();
+                    behaviour::run($check, &p, "soft0");
+                }
+            )*
+        }
+        mod verbs {
+            use super::*;
+            $(
+                #[test]
+                #[ignore = "needs an RDMA device"]
+                fn $name() {
+                    let (p, device) = behaviour::verbs_device();
+                    behaviour::run($check, &p, &device);
+                }
+            )*
+        }
+    };
+}
 
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::seam::Provider;

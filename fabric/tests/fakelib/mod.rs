@@ -143,14 +143,32 @@ impl FakeLib {
         }
     }
 
+    /// The log lines starting with `prefix` (a call's name), in order.
+    pub fn lines(&self, prefix: &str) -> Vec<String> {
+        lines(&self.log(), prefix)
+    }
+
     /// The one log line starting with `prefix`, after clearing nothing.
     pub fn line(&self, prefix: &str) -> String {
-        let lines: Vec<String> = self
-            .log()
-            .into_iter()
-            .filter(|l| l.starts_with(prefix))
-            .collect();
-        assert_eq!(lines.len(), 1, "one {prefix:?} line in {:#?}", self.log());
+        let log = self.log();
+        let lines = lines(&log, prefix);
+        assert_eq!(lines.len(), 1, "one {prefix:?} line in {log:#?}");
         lines[0].clone()
     }
+}
+
+/// The lines of `log` starting with `prefix` (a call's name), in order.
+pub fn lines(log: &[String], prefix: &str) -> Vec<String> {
+    log.iter()
+        .filter(|l| l.starts_with(prefix))
+        .cloned()
+        .collect()
+}
+
+/// Where in `log` the first line starting with `prefix` is; a test failure
+/// naming the log when there is none.
+pub fn at(log: &[String], prefix: &str) -> usize {
+    log.iter()
+        .position(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("{prefix} missing from {log:#?}"))
 }

@@ -21,9 +21,6 @@ pub(crate) const STREAMING_PAYLOAD: &str = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD";
 pub(crate) const STREAMING_PAYLOAD_TRAILER: &str = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER";
 /// aws-chunked without chunk signatures, with a trailer.
 pub(crate) const STREAMING_UNSIGNED_TRAILER: &str = "STREAMING-UNSIGNED-PAYLOAD-TRAILER";
-/// The hex SHA-256 of nothing.
-pub(crate) const EMPTY_SHA256: &str =
-    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 /// The service every scope must name.
 pub(crate) const SERVICE: &str = "s3";
 /// The scope terminator.
@@ -256,6 +253,7 @@ pub(crate) fn distance(a: SystemTime, b: SystemTime) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hipobj_net::sigv4::EMPTY_SHA256;
 
     #[test]
     fn query_is_decoded_reencoded_and_sorted() {

@@ -23,9 +23,10 @@ use subtle::ConstantTimeEq;
 
 use aws_sigv4::sign::v4::calculate_signature;
 
-use super::canonical::{self, EMPTY_SHA256};
+use super::canonical;
 use super::{AuthError, ChainContext, Verified, MAX_CHUNK_SIZE};
 use crate::checksum::{Algorithm, Hasher};
+use hipobj_net::sigv4::EMPTY_SHA256;
 
 /// The longest chunk-size line (size, extensions, CRLF) accepted.
 const MAX_LINE: usize = 4096;

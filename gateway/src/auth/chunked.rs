@@ -69,7 +69,7 @@ impl TrailingHeaders {
 /// the checksum has been checked against the trailer: on a mismatch a
 /// `BadDigest` error comes instead of it, and the body never carries all of
 /// its bytes. Memory is bounded: at most one chunk (of at most
-/// [`MAX_CHUNK_SIZE`]) is buffered, two with a trailing checksum.
+/// `MAX_CHUNK_SIZE`) is buffered, two with a trailing checksum.
 ///
 /// Errors the body yields are [`AuthError`]s (boxed), or the incoming body's
 /// own errors as they were. Data released before an error is data that

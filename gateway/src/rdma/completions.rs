@@ -37,7 +37,6 @@ pub struct AsyncCq {
 impl AsyncCq {
     /// Registers `cq`'s channel with the current runtime's reactor, if
     /// there are both.
-    #[allow(unsafe_code)] // AsyncFd's registration contract, argued below
     pub fn new(cq: CompletionQueue) -> AsyncCq {
         let channel = match (cq.event_fd(), tokio::runtime::Handle::try_current()) {
             (Some(fd), Ok(handle)) => {

@@ -12,19 +12,17 @@
 //! the headers.
 
 use super::mover::{AcquireError, Initiator, MoveError, Mover, RemoteBuffer};
-use super::reply::{copy_object_headers, set_request_id, with_reply};
+use super::reply::{set_request_id, with_reply};
 use super::staging::Staging;
 use super::transfer::Transfer;
 use crate::body::Body;
+use crate::header_filter::copy_object_headers;
 use crate::s3err::S3Error;
 use crate::upstream::Payload;
+use hipobj_net::sigv4::EMPTY_SHA256;
 use hipobj_store::FileRange;
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
-
-/// The SHA-256 of the empty body.
-pub(crate) const EMPTY_SHA256: &str =
-    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 type Answer = Result<Response<Body>, Response<Body>>;
 
@@ -56,7 +54,7 @@ pub(crate) async fn run(
         crate::tenancy::StoreIdentity::carry(&parts.extensions, x);
     }
     if let Some(h) = req.headers_mut() {
-        *h = crate::proxy::forwardable_headers(&parts.headers);
+        *h = crate::header_filter::forwardable_headers(&parts.headers);
         h.insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));
     }
     let req = req

@@ -8,22 +8,26 @@
 //! - `staging`: a device's pool of registered buffers.
 //! - `mover`: posting WRITE/READ and waiting for completions.
 //! - `checksum`: the checksums a PUT is verified against.
-//! - `operation`: which operation a token request is, and the buffer limits.
-//! - `target`: where a token aims (handshake, RC QP or DC target, buffer).
+//! - `target`: where a token aims (handshake, RC QP or DC target, buffer),
+//!   and the buffers a token may name for an operation.
 //! - `handshake`: the connect-first RC flow's answer.
-//! - `admit`: whether a transfer may start and on which QP, and the refusals.
+//! - `admit`: whether a transfer may start and on which QP (`Admission`),
+//!   and the refusals.
 //! - `transfer`, `reply`: what a transfer works with, and its answer's headers.
 //! - `get`, `put`: GetObject, and PutObject/UploadPart.
 
 mod admit;
 pub mod checksum;
 pub mod choose;
+// The one module with unsafe code: registering a CQ's completion channel
+// with tokio's reactor (`AsyncFd::register_with_interest`), whose contract
+// on the descriptor's lifetime is argued at the call.
+#[allow(unsafe_code)]
 pub mod completions;
 pub mod dci;
 pub(crate) mod get;
 mod handshake;
 pub mod mover;
-pub mod operation;
 pub mod pairs;
 mod put;
 pub mod rail;
@@ -36,10 +40,12 @@ pub(crate) mod transfer;
 pub mod v2;
 
 use crate::body::Body;
+use crate::client_addr::ClientAddr;
 use crate::config::RdmaConfig;
 use crate::s3err::S3Error;
-use crate::server::ClientAddr;
+use crate::s3op::Operation;
 use crate::upstream::Upstream;
+use admit::Admission;
 use choose::Candidate;
 use hipobj_fabric::seam::Provider;
 use hipobj_fabric::soft::SoftProvider;
@@ -48,14 +54,13 @@ use hipobj_wire::detect;
 use http::Response;
 use mover::Initiator;
 use rail::Rail;
+pub use rail::StartError;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tracing::Instrument as _;
 
-use operation::check_buffer;
-pub use operation::{classify, Operation, MAX_GET_BUFFER, MAX_PUT_LEN};
 use reply::with_reply;
-use target::Aim;
+use target::{check_buffer, Aim};
 use transfer::Transfer;
 
 /// cuObject's public default DC access key, what `--dc-key cuobject`
@@ -74,24 +79,10 @@ pub struct RdmaEngine {
     /// to the first).
     pub rails: Vec<Rail>,
     cfg: RdmaConfig,
-    /// The DC key from the configuration; `None`: DC is declined.
-    dc_key: Option<u64>,
+    /// Whether a transfer may start, and on which QP.
+    admission: Admission,
     /// hipobj-rc-v2's sessions and limits.
     pub v2: v2::RcV2,
-}
-
-/// Why the RDMA side could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// No device could be opened.
-    #[error("{0}")]
-    Device(#[from] hipobj_fabric::FabricError),
-    /// The pool could not be registered.
-    #[error("{0}")]
-    Pool(#[from] staging::PoolError),
-    /// The device list names no usable device.
-    #[error("--rdma-device: {0}")]
-    Devices(String),
 }
 
 impl RdmaEngine {
@@ -109,7 +100,7 @@ impl RdmaEngine {
         Ok(RdmaEngine {
             rails,
             cfg: cfg.clone(),
-            dc_key: cfg.dc_key,
+            admission: Admission::new(cfg),
             v2: v2::RcV2::new(&cfg.rc_v2, pool_bytes, share_bytes),
         })
     }
@@ -232,10 +223,8 @@ impl RdmaEngine {
         request_id: &str,
     ) -> Response<Body> {
         let redacted = hipobj_wire::redacted(token);
-        crate::metrics::request(
-            crate::s3op::operation_name(&parts.method, &parts.uri, &parts.headers),
-            crate::metrics::PATH_RDMA,
-        );
+        let op = crate::s3op::request_operation(&parts.method, &parts.uri, &parts.headers);
+        crate::metrics::request(op.name(), crate::metrics::PATH_RDMA);
         let detected = match detect(token) {
             Ok(d) => d,
             Err(e) => {
@@ -245,32 +234,41 @@ impl RdmaEngine {
             }
         };
         // Where the bytes would go: the RC client QP, or a DC target.
-        let (target, remote, dialect) = match target::aim(detected, self.dc_key.unwrap_or_default())
-        {
-            Aim::Handshake(t) => {
-                if !self.peer_allowed(t.gid, client) {
-                    return self.refuse_peer(t.gid, client, request_id);
+        let (target, remote, dialect) =
+            match target::aim(detected, self.admission.dc_key().unwrap_or_default()) {
+                Aim::Handshake(t) => {
+                    if !self.admission.peer_allowed(t.gid, client) {
+                        return admit::refuse_peer(t.gid, client, request_id);
+                    }
+                    let rail = self.rail_for(t.gid);
+                    if parts
+                        .headers
+                        .contains_key(hipobj_wire::headers::RDMA_GOODBYE)
+                    {
+                        return handshake::goodbye(&self.rails[rail], access_key, &t, request_id);
+                    }
+                    self.release_gone_pairs_at_limit(rail, access_key).await;
+                    let elsewhere = self.pairs_elsewhere(rail, access_key);
+                    return handshake::connect(
+                        &self.rails[rail],
+                        elsewhere,
+                        access_key,
+                        &t,
+                        request_id,
+                    );
                 }
-                let rail = self.rail_for(t.gid);
-                if parts
-                    .headers
-                    .contains_key(hipobj_wire::headers::RDMA_GOODBYE)
-                {
-                    return self.goodbye(rail, access_key, &t, request_id);
-                }
-                self.release_gone_pairs_at_limit(rail, access_key).await;
-                return self.handshake(rail, access_key, &t, request_id);
-            }
-            Aim::Decline { reason, why } => return self.decline(reason, why, request_id),
-            Aim::Transfer {
-                target,
-                remote,
-                dialect,
-            } => (target, remote, dialect),
-        };
-        let op = classify(&parts.method, &parts.uri, &parts.headers);
-        if op == Operation::Other {
-            return self.decline(
+                Aim::Decline { reason, why } => return admit::decline(reason, why, request_id),
+                Aim::Transfer {
+                    target,
+                    remote,
+                    dialect,
+                } => (target, remote, dialect),
+            };
+        if !matches!(
+            op,
+            Operation::GetObject | Operation::PutObject | Operation::UploadPart
+        ) {
+            return admit::decline(
                 "operation",
                 "RDMA serves GetObject, PutObject and UploadPart only",
                 request_id,
@@ -282,13 +280,17 @@ impl RdmaEngine {
             crate::metrics::rdma_failure(e.code);
             return with_reply(e.into_response(request_id), "400");
         }
-        if !self.peer_allowed(target.gid(), client) {
-            return self.refuse_peer(target.gid(), client, request_id);
+        if !self.admission.peer_allowed(target.gid(), client) {
+            return admit::refuse_peer(target.gid(), client, request_id);
         }
         // The device that reaches the client; an RC pair is looked for in
         // its table only.
         let rail = self.rail_for(target.gid());
-        let initiator = match self.initiator(rail, target, access_key, request_id).await {
+        let initiator = match self
+            .admission
+            .initiator(&self.rails[rail], target, access_key, request_id)
+            .await
+        {
             Ok(i) => i,
             Err(refused) => return refused,
         };

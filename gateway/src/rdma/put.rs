@@ -6,14 +6,15 @@
 //! keeps no object and no part.
 
 use super::checksum::{self, Hasher};
-use super::get::EMPTY_SHA256;
 use super::mover::{Initiator, Mover, RemoteBuffer};
-use super::reply::{copy_object_headers, set_request_id, with_reply};
+use super::reply::{set_request_id, with_reply};
 use super::transfer::Transfer;
 use crate::body::{Body, BoxError};
+use crate::header_filter::copy_object_headers;
 use crate::s3err::S3Error;
 use crate::upstream::Payload;
 use bytes::Bytes;
+use hipobj_net::sigv4::EMPTY_SHA256;
 use http::{HeaderValue, Response, StatusCode};
 use tokio::sync::mpsc;
 
@@ -33,7 +34,7 @@ pub(super) async fn run(
 ) -> Answer {
     let (upstream, request_id) = (ctx.upstream, ctx.request_id);
     let expected = checksum::expected(&parts.headers);
-    let op = super::operation::classify(&parts.method, &parts.uri, &parts.headers).name();
+    let op = crate::s3op::operation_name(&parts.method, &parts.uri, &parts.headers);
     // One chunk waits in the channel; the others are in flight or being sent.
     let (tx, rx) = mpsc::channel::<Chunk>(1);
     let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
@@ -46,7 +47,7 @@ pub(super) async fn run(
         crate::tenancy::StoreIdentity::carry(&parts.extensions, x);
     }
     if let Some(h) = req.headers_mut() {
-        *h = crate::proxy::forwardable_headers(&parts.headers);
+        *h = crate::header_filter::forwardable_headers(&parts.headers);
         h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(remote.len));
     }
     let req = req

@@ -14,9 +14,23 @@ use hipobj_fabric::{Device, Gid, PortState, ProtectionDomain};
 use super::dci::{self, DciPool};
 use super::pairs::{Limits, Pairs};
 use super::shares::KeyShares;
-use super::staging::StagingPool;
-use super::StartError;
+use super::staging::{PoolError, StagingPool};
 use crate::config::{Devices, RdmaConfig, RdmaProvider};
+
+/// Why the RDMA side could not start (its devices and pools are opened
+/// here).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// No device could be opened.
+    #[error("{0}")]
+    Device(#[from] hipobj_fabric::FabricError),
+    /// The pool could not be registered.
+    #[error("{0}")]
+    Pool(#[from] PoolError),
+    /// The device list names no usable device.
+    #[error("--rdma-device: {0}")]
+    Devices(String),
+}
 
 /// One device the gateway serves on.
 #[derive(Debug)]

@@ -17,18 +17,3 @@ pub(crate) fn set_request_id(r: &mut Response<Body>, request_id: &str) {
         r.headers_mut().insert("x-amz-request-id", v);
     }
 }
-
-/// Headers of an upstream answer that describe the object, copied onto an
-/// RDMA answer (whose own body is empty).
-pub(crate) fn copy_object_headers(from: &http::HeaderMap, to: &mut http::HeaderMap) {
-    for (k, v) in from {
-        let n = k.as_str();
-        if matches!(
-            n,
-            "content-length" | "transfer-encoding" | "connection" | "keep-alive"
-        ) {
-            continue;
-        }
-        to.append(k.clone(), v.clone());
-    }
-}

@@ -242,15 +242,16 @@ struct Filled {
     len: usize,
 }
 
-#[allow(unsafe_code)] // the slice over the staging memory
 impl AsRef<[u8]> for Filled {
     fn as_ref(&self) -> &[u8] {
-        let b = self.staging.buf().buf();
-        // SAFETY: the memory is the staging buffer's own allocation of at
-        // least `len` bytes (len is capped at its capacity). Nothing writes
-        // it while this exists: the buffer allows peers no access, the READ
-        // that filled it has completed, and it is out of the pool until this
-        // owner drops.
-        unsafe { std::slice::from_raw_parts(b.as_ptr(), self.len) }
+        // `len` is capped at the buffer's capacity, so the slice is always
+        // there. Nothing writes the bytes while it lives: the buffer allows
+        // peers no access, the READ that filled it has completed, and it is
+        // out of the pool until this owner drops.
+        self.staging
+            .buf()
+            .buf()
+            .slice(0, self.len)
+            .unwrap_or_default()
     }
 }

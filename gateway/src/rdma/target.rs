@@ -1,11 +1,16 @@
 //! Where a token aims: the handshake of the connect-first RC flow, or a
-//! transfer to an RC client QP or a DC target with the client's buffer.
+//! transfer to an RC client QP or a DC target with the client's buffer;
+//! and the buffers a token may name for an operation ([`check_buffer`]).
 //! Pure: no I/O, no engine state but the configured DC key.
 
 use hipobj_fabric::{DcAddr, Gid};
 use hipobj_wire::{Detected, Token, TokenValue, Transport};
 
+use http::StatusCode;
+
 use super::mover::RemoteBuffer;
+use crate::s3err::S3Error;
+use crate::s3op::Operation;
 
 /// Where a transfer token points.
 #[derive(Clone, Copy, Debug)]
@@ -114,6 +119,42 @@ pub fn aim(detected: Detected, dc_key: u64) -> Aim {
         target,
         remote,
         dialect,
+    }
+}
+
+/// The largest object S3 stores (5 TiB): no GET needs a larger buffer.
+pub const MAX_GET_BUFFER: u64 = 5 << 40;
+/// The largest PutObject or UploadPart S3 accepts (5 GiB).
+pub const MAX_PUT_LEN: u64 = 5 << 30;
+
+/// Refuses a token whose buffer no real request can have: an address range
+/// that wraps, a GET buffer beyond the largest object, a PUT beyond S3's
+/// largest single upload.
+pub(super) fn check_buffer(op: Operation, remote: &RemoteBuffer) -> Result<(), S3Error> {
+    if remote.addr.checked_add(remote.len).is_none() {
+        return Err(S3Error::invalid_token(format!(
+            "the RDMA buffer's address plus its length ({}) overflows",
+            remote.len
+        )));
+    }
+    match op {
+        Operation::GetObject if remote.len > MAX_GET_BUFFER => {
+            Err(S3Error::invalid_token(format!(
+                "an RDMA buffer of {} bytes is larger than any object (5 TiB)",
+                remote.len
+            )))
+        }
+        Operation::PutObject | Operation::UploadPart if remote.len > MAX_PUT_LEN => {
+            Err(S3Error::new(
+                StatusCode::BAD_REQUEST,
+                "EntityTooLarge",
+                format!(
+                    "{} bytes: a single upload is at most 5 GiB (use a multipart upload)",
+                    remote.len
+                ),
+            ))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -2,6 +2,8 @@
 
 use std::io;
 
+use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+
 /// Refusals (503 answers beyond the cap) being written at once; a
 /// connection beyond both caps is closed without an answer.
 pub const MAX_REFUSALS: usize = 64;
@@ -23,43 +25,30 @@ pub struct FdLimit {
 }
 
 /// Raises the soft open-file limit to the hard one, and returns the limit
-/// then in force (as it was when it cannot be raised; `None` when it
-/// cannot even be read).
-#[allow(unsafe_code)]
-pub fn raise_fd_limit() -> Option<FdLimit> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable `rlimit` that getrlimit fills; the
-    // call has no other effect.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        tracing::warn!(error = %io::Error::last_os_error(), "the open-file limit could not be read");
-        return None;
-    }
-    if lim.rlim_cur < lim.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
+/// then in force (as it was when it cannot be raised).
+pub fn raise_fd_limit() -> FdLimit {
+    // `None` is unlimited (`RLIM_INFINITY`, all bits set).
+    let value = |v: Option<u64>| v.unwrap_or(u64::MAX);
+    let lim = getrlimit(Resource::Nofile);
+    let (soft, hard) = (value(lim.current), value(lim.maximum));
+    if soft < hard {
+        let raised = Rlimit {
+            current: lim.maximum,
+            maximum: lim.maximum,
         };
-        // SAFETY: `raised` is a valid `rlimit` read by setrlimit; raising a
-        // soft limit up to the hard one needs no privilege and changes
-        // nothing else (on failure the limit is unchanged).
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            lim = raised;
-        } else {
-            tracing::warn!(
-                error = %io::Error::last_os_error(),
-                soft = lim.rlim_cur,
-                hard = lim.rlim_max,
+        // Raising a soft limit up to the hard one needs no privilege and
+        // changes nothing else (on failure the limit is unchanged).
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => return FdLimit { soft: hard, hard },
+            Err(e) => tracing::warn!(
+                error = %io::Error::from(e),
+                soft,
+                hard,
                 "the open-file limit could not be raised to its hard limit"
-            );
+            ),
         }
     }
-    Some(FdLimit {
-        soft: lim.rlim_cur,
-        hard: lim.rlim_max,
-    })
+    FdLimit { soft, hard }
 }
 
 /// The descriptors kept out of the connection cap under a limit of
@@ -104,7 +93,7 @@ mod tests {
 
     #[test]
     fn the_soft_limit_is_raised_to_the_hard_one() {
-        let l = raise_fd_limit().expect("the limit");
-        assert!(l.soft == l.hard || l.hard == libc::RLIM_INFINITY, "{l:?}");
+        let l = raise_fd_limit();
+        assert!(l.soft == l.hard || l.hard == u64::MAX, "{l:?}");
     }
 }

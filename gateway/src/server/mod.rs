@@ -26,7 +26,7 @@
 //! it, its own longest-waiting connection makes room. Shutdown stops
 //! accepting and lets the requests in flight finish.
 //!
-//! Every request carries its connection's peer as [`ClientAddr`].
+//! Every request carries its connection's peer as a [`ClientAddr`].
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -44,6 +44,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::body::{Body, StallTimeout};
+use crate::client_addr::ClientAddr;
 use crate::config::ServerConfig;
 use crate::s3err::request_id;
 
@@ -75,13 +76,6 @@ const EVICTION_WAIT: Duration = Duration::from_secs(1);
 /// ENFILE, ENOMEM, ...), so that a full table is not spun on.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// The TCP peer of the HTTP connection a request came on, put into the
-/// request's extensions by the server loop. The RDMA handshake checks the
-/// client's GID against it (a handshake may only aim the gateway at the
-/// host that made the request).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientAddr(pub SocketAddr);
-
 /// What answers the requests the front reads: the engine
 /// (`crate::engine::Engine`), or a test's stand-in.
 pub trait Handler: Send + Sync + 'static {
@@ -98,8 +92,7 @@ pub async fn serve<H: Handler>(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let fd = raise_fd_limit();
-    // An unreadable limit is taken as the usual default.
-    let fd_soft = fd.map_or(1024, |l| l.soft);
+    let fd_soft = fd.soft;
     let cap = connection_cap(cfg.max_connections, fd_soft);
     if cap < cfg.max_connections {
         tracing::warn!(
@@ -113,7 +106,7 @@ pub async fn serve<H: Handler>(
     tracing::info!(
         max_connections = cap,
         fd_limit = fd_soft,
-        fd_hard_limit = fd.map(|l| l.hard),
+        fd_hard_limit = fd.hard,
         fd_reserve = fd_reserve(fd_soft),
         header_read_timeout = ?cfg.header_read_timeout,
         idle_timeout = ?cfg.idle_timeout,

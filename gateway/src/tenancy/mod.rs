@@ -3,7 +3,7 @@
 //!
 //! - [`policy`]: [`Policy`] (a tenant's [`BucketScope`] and optional store
 //!   credentials) and the parsing of `buckets=` and `upstream=`.
-//! - [`authorize`]: the check every request passes after its signature
+//! - [`authorize`](mod@authorize): the check every request passes after its signature
 //!   and before anything reaches the store: the bucket it names, the
 //!   source bucket of a copy, and the service-level requests a restricted
 //!   tenant may make (ListBuckets only).

@@ -4,16 +4,18 @@
 //! over HTTP ([`remote::RemoteUpstream`]) and the embedded store (hipobj-store)
 //! served in-process ([`embedded::EmbeddedUpstream`]). Either way the request
 //! is re-addressed to the store, signed with the store's own credentials
-//! (SigV4, through [`crate::auth::sign_request`]) and streamed both ways.
+//! (SigV4, through [`sign_request`]) and streamed both ways.
 //! Several remote endpoints of one store are served with failover by
 //! [`multi::MultiUpstream`]; [`retry`] says which requests are retried,
-//! [`tls`] what an `https://` store's certificate is checked against.
+//! [`crate::tls`] what an `https://` store's certificate is checked against.
 
 pub mod embedded;
 pub mod multi;
 pub use hipobj_net::quickack;
 pub mod remote;
 pub mod retry;
+pub mod send_watch;
+mod sign;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -22,6 +24,8 @@ use futures::future::BoxFuture;
 use http::{Request, Response, StatusCode};
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
+use hipobj_net::sigv4::EMPTY_SHA256;
+
 use crate::body::{Body, BoxError};
 use crate::config::{KeyPair, UpstreamConfig, UpstreamOptions};
 
@@ -29,10 +33,8 @@ pub use self::embedded::EmbeddedUpstream;
 pub use self::multi::{MultiOptions, MultiUpstream};
 pub use self::remote::{RemoteOptions, RemoteUpstream};
 pub use self::retry::RetryPolicy;
+pub use self::sign::sign_request;
 pub use crate::tls::{CaCerts, CaFileError};
-
-/// The SHA-256 of an empty payload, in hex.
-pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 /// How long [`Upstream::ready`] waits for the store's answer.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -199,6 +201,7 @@ pub fn remote_options(options: &UpstreamOptions) -> RemoteOptions {
     RemoteOptions {
         response_timeout: options.response_timeout,
         long_op_timeout: options.long_op_timeout,
+        send_stall_timeout: options.send_stall_timeout,
         retry: RetryPolicy {
             max_retries: options.retries,
             backoff: options.backoff.clone(),
@@ -309,7 +312,7 @@ pub(crate) fn sign(
         .get::<crate::tenancy::StoreIdentity>()
         .map(|id| Arc::clone(&id.0));
     let credentials = tenant.as_deref().unwrap_or(credentials);
-    crate::auth::sign_request(
+    sign_request(
         req,
         &credentials.access_key,
         &credentials.secret_key,
@@ -408,6 +411,7 @@ mod tests {
             connect_timeout: Duration::from_millis(1500),
             response_timeout: Duration::from_secs(7),
             long_op_timeout: Duration::from_secs(13),
+            send_stall_timeout: Duration::from_secs(17),
             pool_idle_timeout: Duration::from_secs(11),
             retries: 5,
             backoff: vec![Duration::from_millis(10), Duration::from_millis(20)],
@@ -420,6 +424,7 @@ mod tests {
         assert_eq!(r.connect_timeout, Duration::from_millis(1500));
         assert_eq!(r.response_timeout, Duration::from_secs(7));
         assert_eq!(r.long_op_timeout, Duration::from_secs(13));
+        assert_eq!(r.send_stall_timeout, Duration::from_secs(17));
         assert_eq!(r.pool_idle_timeout, Duration::from_secs(11));
         assert!(r.drop_encoding_type);
         assert_eq!(r.retry.max_retries, 5);

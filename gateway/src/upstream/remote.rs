@@ -1,6 +1,6 @@
 //! A remote S3 endpoint (MinIO, Ceph RGW, another s3s server, ...) over
 //! HTTP/1.1, plain (`http://`) or in TLS (`https://`, rustls; see
-//! [`super::tls`] for what is trusted).
+//! [`crate::tls`] for what is trusted).
 //!
 //! Replayable requests (see [`super::retry`]) are retried on connection
 //! errors and 502/503/504 answers. A failed TLS handshake is not retried.
@@ -13,26 +13,25 @@
 //! out before it answers, whose duration grows with the object
 //! (CompleteMultipartUpload, CopyObject, UploadPartCopy: see
 //! [`is_long_operation`]), get [`RemoteOptions::long_op_timeout`] instead
-//! (default [`DEFAULT_LONG_OP_TIMEOUT`]).
+//! (default [`DEFAULT_LONG_OP_TIMEOUT`]). While the body streams, the store
+//! must keep taking it: a store that takes none of the bytes the gateway
+//! has ready for [`RemoteOptions::send_stall_timeout`] fails the request
+//! (see [`super::send_watch`]).
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::header::{HeaderMap, HeaderValue, HOST};
 use http::uri::{Authority, Scheme};
 use http::{Method, Request, Response, Uri, Version};
-use http_body::{Frame, SizeHint};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use tokio::sync::oneshot;
 
 use super::retry::{self, ResponseHeadTimeout, RetryPolicy};
+use super::send_watch::SendWatch;
 use super::{Payload, Upstream, UpstreamError};
 use crate::body::{Body, BoxError};
 use crate::config::KeyPair;
@@ -40,7 +39,8 @@ use crate::tls::{self, CaCerts, TlsHandshakeError};
 use hipobj_net::quickack::QuickAckConnector;
 
 pub use crate::config::defaults::{
-    CONNECT_TIMEOUT, DEFAULT_LONG_OP_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, POOL_IDLE_TIMEOUT,
+    CONNECT_TIMEOUT, DEFAULT_LONG_OP_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SEND_STALL_TIMEOUT,
+    POOL_IDLE_TIMEOUT,
 };
 
 /// TCP keep-alive probe interval on connections to the store.
@@ -57,6 +57,9 @@ pub struct RemoteOptions {
     /// before it answers ([`is_long_operation`]: CompleteMultipartUpload,
     /// CopyObject, UploadPartCopy).
     pub long_op_timeout: Duration,
+    /// How long the store may stop taking the request body while the
+    /// gateway has bytes ready for it (see [`super::send_watch`]).
+    pub send_stall_timeout: Duration,
     /// When replayable requests are sent again.
     pub retry: RetryPolicy,
     /// How long a TCP connect to the store may take.
@@ -68,7 +71,7 @@ pub struct RemoteOptions {
     pub ca: CaCerts,
     /// Whether `encoding-type` is removed from requests (for a store that
     /// echoes `encoding-type=url` without encoding the keys, as s3s-fs
-    /// 0.14 does; see [`super::without_encoding_type`]).
+    /// 0.14 does; see `upstream::without_encoding_type`).
     pub drop_encoding_type: bool,
 }
 
@@ -77,6 +80,7 @@ impl Default for RemoteOptions {
         RemoteOptions {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             long_op_timeout: DEFAULT_LONG_OP_TIMEOUT,
+            send_stall_timeout: DEFAULT_SEND_STALL_TIMEOUT,
             retry: RetryPolicy::default(),
             connect_timeout: CONNECT_TIMEOUT,
             pool_idle_timeout: POOL_IDLE_TIMEOUT,
@@ -280,7 +284,8 @@ impl Inner {
         } else {
             self.options.response_timeout
         };
-        let (body, body_sent) = EndSignal::wrap(body);
+        let (body, watch) = SendWatch::wrap(body);
+        let stall_limit = self.options.send_stall_timeout;
         let mut req = Request::from_parts(parts, body);
         super::sign(&mut req, &self.credentials, &self.region, &payload)?;
 
@@ -290,12 +295,20 @@ impl Inner {
         // Until the body is sent, the request goes at the body's pace; the
         // store's response head is awaited from then on. A store may also
         // answer before it has read the whole body (an error, mostly).
+        // The store must keep taking the body while the gateway has bytes
+        // for it (`send_stall_timeout`).
+        let SendWatch { sent, stall } = watch;
         let resp = tokio::select! {
             biased;
             resp = &mut resp => resp,
-            _ = body_sent => tokio::time::timeout(timeout, &mut resp)
+            _ = sent => tokio::time::timeout(timeout, &mut resp)
                 .await
                 .map_err(|_| UpstreamError::Request(Box::new(ResponseHeadTimeout(timeout))))?,
+            stall = stall.stalled(stall_limit) => {
+                tracing::warn!(upstream = %self.endpoint, %method, limit = ?stall_limit,
+                    "the store stopped taking the request body; request failed");
+                return Err(UpstreamError::Request(Box::new(stall)));
+            }
         }
         .map_err(classify)?;
         tracing::debug!(upstream = %self.endpoint, %method, status = %resp.status(), "from store");
@@ -314,57 +327,6 @@ pub fn is_long_operation(method: &Method, uri: &Uri, headers: &HeaderMap) -> boo
     // one classification of S3 operations.
     headers.contains_key("x-amz-copy-source")
         || crate::s3op::operation_name(method, uri, headers) == "CompleteMultipartUpload"
-}
-
-/// A request body that says when it is done with: its last frame was taken
-/// (or it failed), or the connection let go of it (it sent as many bytes
-/// as `Content-Length` says, or gave up). The receiver completes then.
-struct EndSignal {
-    inner: Body,
-    done: Option<oneshot::Sender<()>>,
-}
-
-impl EndSignal {
-    /// `body` wrapped, and what completes once it is sent (or dropped).
-    fn wrap(body: Body) -> (Body, oneshot::Receiver<()>) {
-        let (tx, rx) = oneshot::channel();
-        let wrapped = EndSignal {
-            inner: body,
-            done: Some(tx),
-        };
-        (Body::new(wrapped), rx)
-    }
-}
-
-impl http_body::Body for EndSignal {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let out = Pin::new(&mut self.inner).poll_frame(cx);
-        let ended = match &out {
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => true,
-            Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
-            Poll::Pending => false,
-        };
-        if ended {
-            if let Some(done) = self.done.take() {
-                let _ = done.send(());
-            }
-        }
-        out
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
 }
 
 /// Sorts a client error into connect failure (a failed TLS handshake said
@@ -474,40 +436,6 @@ mod tests {
         assert!(!long(Method::POST, "/b?delete", &[]));
         assert!(!long(Method::POST, "/b/k?uploadIdx=1&myuploadId=2", &[]));
         assert!(!long(Method::GET, "/b/k", &[]));
-    }
-
-    #[tokio::test]
-    async fn end_signal_fires_at_the_end_or_when_dropped() {
-        use http_body_util::BodyExt;
-        use std::future::Future;
-
-        let noop = std::task::Waker::noop();
-        let mut cx = Context::from_waker(noop);
-
-        // Read to its end (a stream knows its end only when it says None).
-        let stream = futures::stream::iter([
-            Ok::<_, std::io::Error>(Bytes::from("ab")),
-            Ok(Bytes::from("cd")),
-        ]);
-        let (mut body, mut sent) = EndSignal::wrap(Body::from_stream(stream));
-        let first = body.frame().await.unwrap().unwrap();
-        assert_eq!(first.into_data().unwrap(), "ab");
-        assert!(Pin::new(&mut sent).poll(&mut cx).is_pending());
-        body.frame().await.unwrap().unwrap();
-        assert!(body.frame().await.is_none());
-        assert!(Pin::new(&mut sent).poll(&mut cx).is_ready());
-
-        // A full body ends with its one frame.
-        let (mut body, mut sent) = EndSignal::wrap(Body::from("xyz"));
-        assert!(Pin::new(&mut sent).poll(&mut cx).is_pending());
-        body.frame().await.unwrap().unwrap();
-        assert!(Pin::new(&mut sent).poll(&mut cx).is_ready());
-
-        // Let go of before its end (Content-Length reached, or given up).
-        let (body, mut sent) = EndSignal::wrap(Body::from("xyz"));
-        assert!(Pin::new(&mut sent).poll(&mut cx).is_pending());
-        drop(body);
-        assert!(Pin::new(&mut sent).poll(&mut cx).is_ready());
     }
 
     #[test]

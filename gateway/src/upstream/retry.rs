@@ -11,9 +11,13 @@
 //! [`RetryPolicy::max_retries`] times, waiting [`RetryPolicy::backoff`]
 //! between attempts. A response-head timeout is not retried: the store may
 //! still be working on the request; nor is a failed TLS handshake.
+//!
+//! The waits are [`hipobj_net::retry`]'s, the policy the S3 client shares;
+//! which requests and answers are retried is the gateway's, here.
 
 use std::time::Duration;
 
+use hipobj_net::retry::Backoff;
 use http::{Method, StatusCode};
 use http_body::Body as _;
 
@@ -50,10 +54,10 @@ impl RetryPolicy {
         }
     }
 
-    /// The wait before retry number `retry` (0-based).
+    /// The wait before retry number `retry` (0-based): after the
+    /// `retry + 1`-th failed attempt, by [`Backoff::Steps`].
     pub fn delay(&self, retry: u32) -> Duration {
-        let i = (retry as usize).min(self.backoff.len().saturating_sub(1));
-        self.backoff.get(i).copied().unwrap_or(Duration::ZERO)
+        Backoff::step(&self.backoff, retry.saturating_add(1))
     }
 }
 

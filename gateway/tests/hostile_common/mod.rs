@@ -267,7 +267,7 @@ pub fn signed_wire_head(
         b = b.header(*k, v.as_str());
     }
     let mut req = b.body(hipobj_gateway::body::Body::empty()).unwrap();
-    hipobj_gateway::auth::sign_request(
+    hipobj_gateway::upstream::sign_request(
         &mut req,
         access_key,
         secret,

@@ -21,7 +21,7 @@ use tokio::runtime::Handle;
 use crate::aws::ConnArgs;
 use crate::common::{self, NicArgs};
 use crate::exit::{note, print_line, CliError};
-use crate::size::{human_bytes, parse_duration, parse_size};
+use crate::size::{human, parse_duration, parse_size};
 
 /// The default operations per size, path and direction.
 pub const DEFAULT_COUNT: u64 = 16;
@@ -326,7 +326,7 @@ pub fn table(rows: &[Row]) -> Vec<String> {
         };
         out.push(format!(
             "{:<9} {:<3} | {:>10.1} {:>9} {:>9} {:>6} | {:>10.1} {:>9} {:>9} {:>6} | {:>9}",
-            human_bytes(r.size),
+            human(r.size),
             r.op.to_uppercase(),
             r.throughput_mib_s,
             fmt_ms(r.p50_ms),
@@ -342,7 +342,7 @@ pub fn table(rows: &[Row]) -> Vec<String> {
             if let Some(e) = &x.first_error {
                 errors.push(format!(
                     "  {} {} {}: {} error(s), first: {e}",
-                    human_bytes(x.size),
+                    human(x.size),
                     x.op.to_uppercase(),
                     x.path,
                     x.errors

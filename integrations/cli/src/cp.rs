@@ -26,7 +26,7 @@ use tokio::runtime::Handle;
 use crate::aws::ConnArgs;
 use crate::common::{self, join_paths, NicArgs, S3Uri};
 use crate::exit::{note, print_line, CliError};
-use crate::size::{human_bytes, mib_per_s, parse_size};
+use crate::size::{human, mib_per_s, parse_size};
 
 /// Bytes copied between a file and a registered buffer at a time.
 const CHUNK: usize = 4 << 20;
@@ -190,7 +190,7 @@ pub fn run(args: CpArgs, rt: &Handle) -> Result<(), CliError> {
     print_line(&format!(
         "{what}: {from} -> {to}: {} bytes ({}) in {secs:.3} s, {:.1} MiB/s, {} part{}, path: {}",
         summary.bytes,
-        human_bytes(summary.bytes),
+        human(summary.bytes),
         mib_per_s(summary.bytes, secs),
         summary.parts,
         if summary.parts == 1 { "" } else { "s" },

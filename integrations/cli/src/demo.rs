@@ -17,9 +17,10 @@ use hipobj_s3::{ClientConfig, Path};
 use tokio::runtime::Handle;
 
 use crate::bench::{self, Amount, Plan};
+use crate::bounds;
 use crate::common;
 use crate::exit::{print_line, CliError};
-use crate::size::{human_bytes, mib_per_s, parse_size};
+use crate::size::{human, mib_per_s, parse_size};
 
 const ACCESS_KEY: &str = "hipobj-test-key";
 const SECRET_KEY: &str = "hipobj-test-secret";
@@ -174,7 +175,7 @@ pub fn run(args: DemoArgs, rt: &Handle) -> Result<(), CliError> {
     let put_s = t.elapsed().as_secs_f64();
     print_line(&format!(
         "PUT s3://{bucket}/{key}: {size} bytes ({}) from a registered buffer by {} in {put_s:.3} s ({:.1} MiB/s)",
-        human_bytes(size),
+        human(size),
         put.path,
         mib_per_s(size, put_s)
     ))?;
@@ -240,6 +241,27 @@ pub fn run(args: DemoArgs, rt: &Handle) -> Result<(), CliError> {
             "some benchmark operations failed (see above)"
         )));
     }
+    print_line("")?;
+    let b = bounds::measure(len);
+    let rdma = |op: &str| {
+        rows.iter()
+            .find(|r| r.size == size && r.op == op && r.path == "rdma")
+            .map_or(0.0, |r| r.throughput_mib_s)
+    };
+    print_line(&format!(
+        "PUT bound, measured now: one core's MD5 of {} (the store's ETag; both paths pay it) {:.0} MiB/s; RDMA PUT {:.0} MiB/s = {:.2}x of it",
+        human(size),
+        b.md5_mib_s,
+        rdma("put"),
+        rdma("put") / b.md5_mib_s
+    ))?;
+    print_line(&format!(
+        "GET bound, measured now: one thread's memcpy of {} {:.0} MiB/s; RDMA GET {:.0} MiB/s = {:.2}x of it",
+        human(size),
+        b.memcpy_mib_s,
+        rdma("get"),
+        rdma("get") / b.memcpy_mib_s
+    ))?;
     print_line("")?;
     print_line("demo: OK")?;
     drop(server);

@@ -10,6 +10,7 @@
 
 mod aws;
 mod bench;
+mod bounds;
 mod common;
 mod conformance;
 mod cp;

@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-/// Parses a byte count: a whole number with an optional unit, the IEC
-/// ones (`KiB`, `MiB`, `GiB`, `TiB`) powers of 1024, the SI ones (`KB`,
-/// `MB`, `GB`, `TB`) powers of 1000, `B` or nothing bytes; a bare `K`, `M`,
-/// `G` is refused as ambiguous. The same parser as `hipobj-bench`'s
-/// ([`hipobj_s3::size::parse_size`]).
-pub use hipobj_s3::size::parse_size;
+/// Byte counts: the parser (a whole number with an optional unit, the
+/// IEC ones powers of 1024, the SI ones powers of 1000, a bare `K`, `M`,
+/// `G` refused as ambiguous) and the display (`4 KiB`, `1.5 GiB`) that
+/// `hipobj-bench` shares ([`hipobj_net::size`]).
+pub use hipobj_net::size::{human, parse_size};
 
 /// Parses a duration as `humantime` reads it, as the gateway does: `10s`,
 /// `1.5s`, `500ms`, `2m`, `1h 30m`; more than zero and at most a week.
@@ -19,24 +18,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?} is not a duration between 0 and a week"));
     }
     Ok(d)
-}
-
-/// `4 KiB`, `64 MiB`, `1.5 GiB`, `100 B`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < UNITS.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{n} B")
-    } else if v.fract() == 0.0 {
-        format!("{v} {}", UNITS[i])
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
 }
 
 /// Bytes per second in MiB/s.
@@ -85,10 +66,7 @@ mod tests {
 
     #[test]
     fn display() {
-        assert_eq!(human_bytes(100), "100 B");
-        assert_eq!(human_bytes(4096), "4 KiB");
-        assert_eq!(human_bytes(64 << 20), "64 MiB");
-        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
+        assert_eq!(human(4096), "4 KiB");
         assert_eq!(mib_per_s(1 << 20, 0.5), 2.0);
     }
 }

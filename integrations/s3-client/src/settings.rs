@@ -145,46 +145,76 @@ pub enum SettingsError {
         /// Why.
         source: std::io::Error,
     },
+    /// A shared file is not in the INI dialect (a `[` without `]`, a `=`
+    /// without a key).
+    #[error("parsing {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and where.
+        message: String,
+    },
 }
 
 /// Sections of an INI file: name → (key → value), keys lowercased.
 pub type Ini = HashMap<String, HashMap<String, String>>;
 
+/// The section keys before any `[section]` go to, dropped: the AWS files
+/// have none (`configparser` would put them in `default`).
+const NO_SECTION: &str = "\0 before any section";
+
+/// The AWS shared files' INI dialect, read by `configparser` (no
+/// dependencies; `rust-ini` refuses lines without `=` and the AWS SDK's own
+/// profile parser lives in `aws-runtime`, the SDK runtime, which this
+/// client does not otherwise need): `[section]` headers, `key = value`
+/// lines (`=` the only delimiter, no inline comments), `#` and `;` comment
+/// lines, and the nested settings of a key such as `s3 =` (lines indented
+/// under it) continuing its value, of which the first line is kept.
+fn parse_checked(text: &str) -> Result<Ini, String> {
+    let mut defaults = configparser::ini::IniDefault::default();
+    defaults.default_section = NO_SECTION.into();
+    defaults.comment_symbols = vec!['#', ';'];
+    defaults.delimiters = vec!['='];
+    defaults.multiline = true;
+    defaults.case_sensitive = true;
+    defaults.enable_inline_comments = false;
+    let mut parser = configparser::ini::Ini::new_from_defaults(defaults);
+    let sections = parser.read(text.to_string())?;
+    let mut out: Ini = HashMap::new();
+    for (name, keys) in sections {
+        if name == NO_SECTION {
+            continue;
+        }
+        let name = name.split_whitespace().collect::<Vec<_>>().join(" ");
+        let section = out.entry(name).or_default();
+        for (k, v) in keys {
+            // A line without `=` has no value: not a setting.
+            let Some(v) = v else { continue };
+            let first = v.lines().next().unwrap_or_default().trim().to_string();
+            section.insert(k.to_ascii_lowercase(), first);
+        }
+    }
+    Ok(out)
+}
+
 /// Parses the AWS shared files' INI dialect: `[section]` headers (inner
 /// whitespace collapsed), `key = value` lines, `#` and `;` comment lines.
-/// Indented lines (the nested settings of a key such as `s3 =`) are
-/// skipped.
+/// The nested settings of a key such as `s3 =` (indented lines under it)
+/// are left out; so are lines without `=`. Text the parser refuses (a
+/// `[` without `]`, a `=` without a key) gives no sections; resolving
+/// settings reports it ([`SettingsError::Parse`]).
 pub fn parse_ini(text: &str) -> Ini {
-    let mut out: Ini = HashMap::new();
-    let mut section: Option<String> = None;
-    for raw in text.lines() {
-        let indented = raw.starts_with([' ', '\t']);
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            let name = name.split_whitespace().collect::<Vec<_>>().join(" ");
-            out.entry(name.clone()).or_default();
-            section = Some(name);
-            continue;
-        }
-        if indented {
-            continue;
-        }
-        let (Some(sec), Some((k, v))) = (&section, line.split_once('=')) else {
-            continue;
-        };
-        out.entry(sec.clone())
-            .or_default()
-            .insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-    }
-    out
+    parse_checked(text).unwrap_or_default()
 }
 
 fn read_ini(path: &Path) -> Result<Option<Ini>, SettingsError> {
     match std::fs::read_to_string(path) {
-        Ok(t) => Ok(Some(parse_ini(&t))),
+        Ok(t) => parse_checked(&t)
+            .map(Some)
+            .map_err(|message| SettingsError::Parse {
+                path: path.to_path_buf(),
+                message,
+            }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(SettingsError::Read {
             path: path.to_path_buf(),
@@ -417,6 +447,42 @@ mod tests {
         assert_eq!(i["profile x"]["s3"], "");
         assert_eq!(i["profile x"].len(), 2);
         assert_eq!(i.len(), 2);
+    }
+
+    #[test]
+    fn ini_edges() {
+        // Keys before any section belong to none; `:` is no delimiter, and
+        // `;` or `#` inside a value is part of it.
+        let i = parse_ini(
+            "stray = 1
+[default]
+a: b
+secret = x#y;z
+",
+        );
+        assert_eq!(i.len(), 1);
+        assert_eq!(i["default"].len(), 1);
+        assert_eq!(i["default"]["secret"], "x#y;z");
+        // A file the parser refuses is an error naming it.
+        let home = home_with(
+            "[default
+aws_access_key_id = A
+",
+            "",
+        );
+        let e = resolve_with(
+            &Args {
+                endpoint: Some("http://h:1".into()),
+                ..Args::default()
+            },
+            &env_of(&[]),
+            Some(home.path()),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, SettingsError::Parse { path, .. } if path.ends_with(".aws/credentials")),
+            "{e}"
+        );
     }
 
     #[test]

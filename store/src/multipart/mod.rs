@@ -17,7 +17,7 @@ use crate::error::io_err;
 use crate::fsio::{self, TmpPath};
 use crate::meta::{now_ms, PartMeta, UploadMeta, FORMAT};
 use crate::names::{is_id, random_id};
-use crate::objects::{attributes, check_key};
+use crate::objects::{attributes_of, check_key};
 use crate::store::{blocking, Bucket, Store, Upload};
 
 /// The smallest a part may be unless it is the last, as S3: 5 MiB.
@@ -120,16 +120,7 @@ impl Store {
             upload_id: upload_id.clone(),
             key: input.key.clone(),
             initiated_ms: now_ms(),
-            attributes: attributes(
-                input.content_type,
-                input.content_encoding,
-                input.content_disposition,
-                input.content_language,
-                input.cache_control,
-                input.expires.as_ref(),
-                input.website_redirect_location,
-                input.metadata,
-            ),
+            attributes: attributes_of!(input),
             checksum_algorithm: input
                 .checksum_algorithm
                 .as_ref()

@@ -3,16 +3,15 @@
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
-use crate::checksum;
 use crate::conditions::{self, ReadConditions};
 use crate::copy::copy_range;
 use crate::error::io_err;
 use crate::fsio::TmpPath;
 use crate::meta::{now_ms, timestamp, Checksums, PartMeta, FORMAT};
 use crate::names::random_id;
-use crate::objects::{body_error, empty_body, md5_hex, MAX_PUT};
+use crate::receive::{body_error, check_length, md5_hex, receive_body, MAX_PUT};
 use crate::store::{blocking, open_object, Store};
-use crate::write::{write_body, WriteError};
+use crate::write::WriteError;
 
 use super::{check_part_number, check_upload, commit_part, no_such_upload};
 
@@ -51,43 +50,19 @@ impl Store {
         check_part_number(input.part_number)?;
         let bucket = self.bucket(&input.bucket)?;
         check_upload(&bucket, &input.key, &input.upload_id)?;
-        if let Some(len) = input.content_length {
-            if len < 0 || len as u64 > MAX_PUT {
-                return Err(body_error(WriteError::TooLarge(MAX_PUT)));
-            }
-        }
-        let mut given = Checksums {
-            crc32: input.checksum_crc32,
-            crc32c: input.checksum_crc32c,
-            sha1: input.checksum_sha1,
-            sha256: input.checksum_sha256,
-            crc64nvme: input.checksum_crc64nvme,
-        };
-        let hasher = checksum::hasher_for(input.checksum_algorithm.as_ref(), &given, &headers)?;
-        let fsync = self.fsync();
-        let body = input.body.unwrap_or_else(empty_body);
-        let written = write_body(&bucket.dir.tmp(), body, hasher, MAX_PUT, fsync)
-            .await
-            .map_err(body_error)?;
-        if let Some(len) = input.content_length {
-            if len as u64 != written.size {
-                return Err(body_error(WriteError::Body("length mismatch".into())));
-            }
-        }
-        checksum::check_content_md5(input.content_md5.as_deref(), &written.md5)?;
-        checksum::add_trailers(&mut given, trailing_headers.as_ref())?;
-        let computed = Checksums::from_dto(written.checksums);
-        checksum::verify(&computed, &given)?;
+        check_length(input.content_length)?;
+        let (fsync, trailers) = (self.fsync(), trailing_headers.as_ref());
+        let received = receive_body!(input, &bucket.dir.tmp(), &headers, trailers, fsync).await?;
         let part = PartMeta {
             format: FORMAT,
             number: input.part_number,
-            size: written.size,
-            etag: md5_hex(&written.md5),
+            size: received.size,
+            etag: received.etag,
             last_modified_ms: now_ms(),
-            checksums: computed,
+            checksums: received.checksums,
             data: random_id().map_err(io_err("random id"))?,
         };
-        let tmp = written.tmp;
+        let tmp = received.tmp;
         let upload_id = input.upload_id;
         let part = blocking(move || commit_part(&bucket, &upload_id, part, tmp, fsync)).await?;
         let c = part.checksums;

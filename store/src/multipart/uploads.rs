@@ -15,7 +15,7 @@ use crate::fsio::{self, TmpPath};
 use crate::list::{page, url_encode, Query};
 use crate::meta::{now_ms, timestamp, Checksums, ObjectMeta, PartMeta, UploadMeta, FORMAT};
 use crate::names::random_id;
-use crate::objects::md5_hex;
+use crate::receive::md5_hex;
 use crate::store::{blocking, commit_object, Store};
 
 use super::{check_upload, no_such_upload, remove_upload_dir, MIN_PART};

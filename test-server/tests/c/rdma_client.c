@@ -25,118 +25,17 @@
  *    its reply parsed and the bytes compared; and a PUT of them to
  *    /bkt/c-driven-SIZE with another token (the harness checks it).
  *
- * The pattern is hipobj_fabric::pattern's: byte i is byte i % 8
- * (little-endian) of splitmix64 of the word index i / 8 under the seed.
+ * The pattern and the relay connection are relay.h's.
  *
  * Prints "rdma_client: ok" and exits 0 only if every check passed. */
 #define _POSIX_C_SOURCE 200809L
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "relay.h"
 
 #define PUT_SEED_BASE (1ull << 32)
 #define SEEDED_SEED_BASE (2ull << 32)
 #define MAX_LINE 1024
-
-/* ---- The pattern ------------------------------------------------------ */
-
-static uint64_t word_at(uint64_t seed, uint64_t w) {
-    uint64_t z = seed ^ (w * 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static unsigned char byte_at(uint64_t seed, uint64_t i) {
-    return (unsigned char)(word_at(seed, i / 8) >> (8 * (i % 8)));
-}
-
-static void fill(uint64_t seed, unsigned char* buf, size_t len) {
-    size_t i;
-    for (i = 0; i < len; i++) {
-        buf[i] = byte_at(seed, i);
-    }
-}
-
-/* Checks that buf holds the pattern for seed; reports the first
-   difference. */
-static void check_pattern(const char* what, uint64_t seed,
-                          const unsigned char* buf, size_t len) {
-    size_t i;
-    for (i = 0; i < len; i++) {
-        unsigned char want = byte_at(seed, i);
-        if (buf[i] != want) {
-            fprintf(stderr, "%s (%zu bytes): byte %zu is 0x%02x, expected 0x%02x\n",
-                    what, len, i, buf[i], want);
-            check_failures++;
-            return;
-        }
-    }
-}
-
-/* ---- The relay -------------------------------------------------------- */
-
-static int relay_fd = -1;
-
-static int write_all(const char* s, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(relay_fd, s, n);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return -1;
-        }
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Reads one line (without its newline) into out; -1 on failure or a line
-   that does not fit. */
-static int read_line(char* out, size_t cap, size_t* len) {
-    size_t n = 0;
-    int fits = 1;
-    for (;;) {
-        char c;
-        ssize_t r = read(relay_fd, &c, 1);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r != 1) {
-            return -1;
-        }
-        if (c == '\n') {
-            break;
-        }
-        if (n + 1 < cap) {
-            out[n++] = c;
-        } else {
-            fits = 0;
-        }
-    }
-    out[n] = '\0';
-    *len = n;
-    return fits ? 0 : -1;
-}
-
-static int connect_relay(const char* port) {
-    struct sockaddr_in addr;
-    long p = strtol(port, NULL, 10);
-    REQUIRE(p > 0 && p < 65536);
-    relay_fd = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(relay_fd >= 0);
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)p);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return connect(relay_fd, (struct sockaddr*)&addr, sizeof addr);
-}
 
 /* Sends one request through the relay and reads the reply line into reply
    (room for MAX_LINE); -1 if the relay failed. */
@@ -234,7 +133,7 @@ static void callback_transfers(unsigned char* buf, size_t size, const char* uplo
     memset(buf, 0, size);
     CHECK_OP(hipObjGet(NULL, buf, size, 0, &ops, &get), hipObjSuccess);
     CHECK(get.sends == 1 || get.sends == 2);
-    check_pattern("hipObjGet of c-obj", seed, buf, size);
+    check_pattern("hipObjGet of c-obj", seed, 0, buf, size);
 
     if (upload_id != NULL) {
         request_t part = put;
@@ -285,7 +184,8 @@ static void application_driven(unsigned char* buf, size_t size) {
         return;
     }
     CHECK_OP(hipObjBufSync(buf, size, 0, HIPOBJ_SYNC_TO_DEVICE), hipObjSuccess);
-    check_pattern("application-driven GET of seed", SEEDED_SEED_BASE + size, buf, size);
+    check_pattern("application-driven GET of seed", SEEDED_SEED_BASE + size, 0, buf,
+                  size);
 
     /* And a PUT of those bytes, on the same connection. */
     snprintf(path, sizeof path, "/bkt/c-driven-%zu", size);

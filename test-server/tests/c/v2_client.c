@@ -28,109 +28,13 @@
  *
  * Prints "v2_client: ok" and exits 0 only if every check passed. */
 #define _POSIX_C_SOURCE 200809L
-#include <arpa/inet.h>
-#include <errno.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "relay.h"
 
 #define PUT_SEED_BASE (1ull << 32)
 #define MAX_LINE 4096
-
-/* ---- The pattern (hipobj_fabric::pattern's) --------------------------- */
-
-static uint64_t word_at(uint64_t seed, uint64_t w) {
-    uint64_t z = seed ^ (w * 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static unsigned char byte_at(uint64_t seed, uint64_t i) {
-    return (unsigned char)(word_at(seed, i / 8) >> (8 * (i % 8)));
-}
-
-static void fill(uint64_t seed, unsigned char* buf, size_t len) {
-    size_t i;
-    for (i = 0; i < len; i++) {
-        buf[i] = byte_at(seed, i);
-    }
-}
-
-/* Checks that buf holds bytes [from, from + len) of the pattern. */
-static void check_pattern(const char* what, uint64_t seed, uint64_t from,
-                          const unsigned char* buf, size_t len) {
-    size_t i;
-    for (i = 0; i < len; i++) {
-        unsigned char want = byte_at(seed, from + i);
-        if (buf[i] != want) {
-            fprintf(stderr, "%s (%zu bytes): byte %zu is 0x%02x, expected 0x%02x\n",
-                    what, len, i, buf[i], want);
-            check_failures++;
-            return;
-        }
-    }
-}
-
-/* ---- The relay -------------------------------------------------------- */
-
-static int relay_fd = -1;
-
-static int write_all(const char* s, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(relay_fd, s, n);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return -1;
-        }
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_line(char* out, size_t cap) {
-    size_t n = 0;
-    int fits = 1;
-    for (;;) {
-        char c;
-        ssize_t r = read(relay_fd, &c, 1);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r != 1) {
-            return -1;
-        }
-        if (c == '\n') {
-            break;
-        }
-        if (n + 1 < cap) {
-            out[n++] = c;
-        } else {
-            fits = 0;
-        }
-    }
-    out[n] = '\0';
-    return fits ? 0 : -1;
-}
-
-static int connect_relay(const char* port) {
-    struct sockaddr_in addr;
-    long p = strtol(port, NULL, 10);
-    REQUIRE(p > 0 && p < 65536);
-    relay_fd = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(relay_fd >= 0);
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)p);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return connect(relay_fd, (struct sockaddr*)&addr, sizeof addr);
-}
 
 /* Splits line at spaces into at most max fields; how many. */
 static int split(char* line, char** fields, int max) {
@@ -190,7 +94,7 @@ static int send_prepare(void* ctx, const hipObjTransferReqV2_t* req,
                  req->method, req->target, req->token, req->clientPsn, req->cookie, req->size,
                  req->offset);
     if (n < 0 || (size_t)n >= sizeof line || write_all(line, (size_t)n) != 0 ||
-        read_line(answer, sizeof answer) != 0) {
+        read_line(answer, sizeof answer, NULL) != 0) {
         return -2;
     }
     if (split(answer, f, 8) != 8) {
@@ -247,7 +151,7 @@ static int finish_ready(void* ctx, const hipObjTransferReqV2_t* req,
         return -1;
     }
     c->ready_pending = 0;
-    if (read_line(answer, sizeof answer) != 0 || split(answer, f, 7) != 7) {
+    if (read_line(answer, sizeof answer, NULL) != 0 || split(answer, f, 7) != 7) {
         return -2;
     }
     out->httpStatus = atoi(f[0]);
@@ -276,7 +180,7 @@ static int send_cancel(void* ctx, const hipObjTransferReqV2_t* req) {
     }
     n = snprintf(line, sizeof line, "CANCEL %s %08" PRIx32 "\n", req->session, req->cookie);
     if (n < 0 || (size_t)n >= sizeof line || write_all(line, (size_t)n) != 0 ||
-        read_line(answer, sizeof answer) != 0) {
+        read_line(answer, sizeof answer, NULL) != 0) {
         return -2;
     }
     return 0;

@@ -18,6 +18,7 @@
 //! on the build machines: `tests/cuda_loader.rs` checks these values against
 //! a stub compiled with the same numbers, and docs/hardware.md lists them.
 
+use super::event::{Event, EventApi};
 use super::gpu::{HipError, HipEvent, HipRuntime, MemoryType, PointerAttributes};
 use libloading::Library;
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -255,45 +256,32 @@ impl Drop for SystemCuda {
     }
 }
 
-/// An event on a context's per-thread stream; destroyed on drop.
-struct CudaEvent {
-    event: Handle,
+/// How CUDA queries and destroys an event on a context's per-thread
+/// stream (destroyed with its context current).
+struct CudaEvents {
     ctx: Handle,
     sym: Symbols,
 }
 
-// SAFETY: a CUevent is a handle the driver lets any thread query and
-// destroy; `ctx` is a primary context the runtime keeps retained.
-unsafe impl Send for CudaEvent {}
-// SAFETY: cuEventQuery is thread-safe on a shared event.
-unsafe impl Sync for CudaEvent {}
+// SAFETY: a CUevent is a handle the driver lets any thread query
+// (cuEventQuery is thread-safe on a shared event) and destroy; `ctx` is a
+// primary context the runtime keeps retained, which any thread may push.
+unsafe impl EventApi for CudaEvents {
+    const NAME: &'static str = "CudaEvent";
+    const DONE: HipError = CUDA_SUCCESS;
+    const NOT_READY: HipError = CUDA_ERROR_NOT_READY;
 
-impl fmt::Debug for CudaEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CudaEvent")
-            .field("event", &self.event)
-            .finish()
+    unsafe fn query(&self, event: *mut c_void) -> HipError {
+        // SAFETY: the caller passes a live event (created by cuEventCreate).
+        unsafe { (self.sym.event_query)(event) }
     }
-}
 
-impl HipEvent for CudaEvent {
-    fn done(&self) -> Result<bool, HipError> {
-        // SAFETY: `event` is live (created by cuEventCreate).
-        match unsafe { (self.sym.event_query)(self.event) } {
-            CUDA_SUCCESS => Ok(true),
-            CUDA_ERROR_NOT_READY => Ok(false),
-            e => Err(e),
-        }
-    }
-}
-
-impl Drop for CudaEvent {
-    fn drop(&mut self) {
-        // SAFETY: the context is retained; the event is live and destroyed
-        // exactly once, here, with its context current.
+    unsafe fn destroy(&self, event: *mut c_void) {
+        // SAFETY: the context is retained; the caller passes a live event,
+        // destroyed exactly once, here, with its context current.
         unsafe {
             if (self.sym.ctx_push)(self.ctx) == CUDA_SUCCESS {
-                (self.sym.event_destroy)(self.event);
+                (self.sym.event_destroy)(event);
                 let mut popped: Handle = std::ptr::null_mut();
                 (self.sym.ctx_pop)(&mut popped);
             }
@@ -440,11 +428,9 @@ impl HipRuntime for SystemCuda {
             let mut event: Handle = std::ptr::null_mut();
             // SAFETY: writes one event handle in the current context.
             check(unsafe { (self.sym.event_create)(&mut event, CU_EVENT_DISABLE_TIMING) })?;
-            let ev = CudaEvent {
-                event,
-                ctx,
-                sym: self.sym,
-            };
+            let events = CudaEvents { ctx, sym: self.sym };
+            // SAFETY: the event was just created, and nothing else owns it.
+            let ev = unsafe { Event::new(event, events) };
             let stream = CU_STREAM_PER_THREAD as Handle;
             // SAFETY: the ranges are a registered buffer and its staging
             // memory (checked by the caller), both kept allocated until the
@@ -457,7 +443,7 @@ impl HipRuntime for SystemCuda {
                 }
             })?;
             // SAFETY: records the live event on the per-thread stream.
-            check(unsafe { (self.sym.event_record)(ev.event, stream) })?;
+            check(unsafe { (self.sym.event_record)(ev.handle(), stream) })?;
             Ok(Box::new(ev) as Box<dyn HipEvent>)
         })
     }

@@ -3,7 +3,7 @@
 //! structures declared in [`abi`] (checked against Debian's
 //! `<infiniband/mlx5dv.h>` by `tests/mlx5dv_abi.rs`).
 //!
-//! - A **DC initiator** ([`dci`]) is `mlx5dv_create_qp` with
+//! - A **DC initiator** (`dci`) is `mlx5dv_create_qp` with
 //!   `IBV_QPT_DRIVER`, `MLX5DV_DCTYPE_DCI` and the extended send
 //!   operations RDMA WRITE and READ. It moves RESET → INIT → RTR → RTS with
 //!   `ibv_modify_qp` like any QP ([`crate::dc::initiator_to_rts`]). Each
@@ -12,17 +12,17 @@
 //!   address), `mlx5dv_wr_set_dc_addr` (address handle, remote DCT number,
 //!   DC key), `wr_set_sge`, `wr_complete`.
 //! - The **address handle** of a target is `ibv_create_ah` from the
-//!   target's GID and LID ([`ah`]): global route with this port's best
+//!   target's GID and LID (`ah`): global route with this port's best
 //!   GID as source, hop limit 64. Handles are cached per PD (mlx5 copies the
 //!   address vector into each work request, so a handle may go as soon as
 //!   the post returns; the cache only saves the kernel's address
 //!   resolution).
-//! - A **DC target** ([`dct`]) is `mlx5dv_create_qp` with
+//! - A **DC target** (`dct`) is `mlx5dv_create_qp` with
 //!   `MLX5DV_DCTYPE_DCT` and the DC access key, over a small SRQ (the
 //!   kernel requires one), moved to INIT (port, access) and RTR (path MTU,
 //!   the port's best GID, minimum RNR timer 12), where a DCT stays.
 //!
-//! Whether a device has DC is decided when it is opened ([`support`]):
+//! Whether a device has DC is decided when it is opened (`support`):
 //! libibverbs must have the extended functions, libmlx5 must load, and
 //! `mlx5dv_is_supported` must say the device is mlx5's; otherwise
 //! [`DeviceInfo::dc_unavailable`](crate::DeviceInfo::dc_unavailable) says

@@ -1,7 +1,7 @@
 //! The requester side of a software QP in RTS.
 //!
 //! One engine thread per QP sends segments in PSN order (up to a window of
-//! [`window::WINDOW`] unacknowledged segments, and up to `max_rd_atomic` READs),
+//! `window::WINDOW` unacknowledged segments, and up to `max_rd_atomic` READs),
 //! runs the local ACK timer and retransmits go-back-N from the oldest
 //! unacknowledged PSN; after `retry_cnt` silent timeouts in a row the head
 //! request completes with RETRY_EXC_ERR. A receiver thread per connection

@@ -1,13 +1,13 @@
 //! hipobj-rc-v2, the server side: three body-less, signed `POST`s.
 //!
-//! - `/.hipobj-rc/prepare` ([`prepare`]): the object is authorized as the
+//! - `/.hipobj-rc/prepare` (`prepare`): the object is authorized as the
 //!   GET, PUT or UploadPart it stands for; a server QP is made and moved to
 //!   RTR, connected to the client QP the token names (with the client's
 //!   PSN), and for a PUT a staging region of the transfer's size is
 //!   registered in a protection domain of its own, with a receive posted
 //!   for the client's WRITE_WITH_IMM. The answer: the server's token, QPN,
 //!   PSN and session id, and the region.
-//! - `/.hipobj-rc/ready` ([`ready`]): the QP goes to RTS and the bytes
+//! - `/.hipobj-rc/ready` (`ready`): the QP goes to RTS and the bytes
 //!   move. GET: the object streams from the store through the staging
 //!   pool and is RDMA WRITTEN into the client's buffer, the last piece
 //!   WRITE_WITH_IMM with the cookie. PUT: the client's WRITE_WITH_IMM is

@@ -18,10 +18,10 @@ use super::answer::{self, V2Error};
 use super::budget::BudgetError;
 use super::sessions::{self, PutRegion, Session, SessionLimit};
 use crate::body::Body;
+use crate::client_addr::ClientAddr;
 use crate::rdma::completions::AsyncCq;
 use crate::rdma::pairs::Pair;
 use crate::rdma::RdmaEngine;
-use crate::server::ClientAddr;
 use crate::tenancy::Policy;
 
 /// The work request id of a PUT session's receive.
@@ -102,7 +102,7 @@ impl RdmaEngine {
         super::authorize(policy, p.op, &p.target, &part)?;
         // Connect only to the caller.
         let client_addr = parts.extensions.get::<ClientAddr>().copied();
-        if !self.peer_allowed(p.token.gid, client_addr) {
+        if !self.admission.peer_allowed(p.token.gid, client_addr) {
             tracing::warn!(
                 client = ?client_addr.map(|c| c.0),
                 "hipobj-rc-v2 PREPARE refused: the token's GID is not the caller's"

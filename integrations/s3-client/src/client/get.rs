@@ -3,15 +3,14 @@
 
 use hipobj::Registered;
 use hipobj_wire::headers;
-use http::header::{HeaderMap, CONTENT_LENGTH, CONTENT_RANGE, ETAG};
-use http::{Method, StatusCode};
+use http::header::{HeaderMap, CONTENT_LENGTH};
+use http::StatusCode;
 
-use super::rdma_path::{rdma_get_bytes, Dir, Moved};
-use super::v2_path::{V2Spec, V2Stage};
-use super::{Plan, S3Client};
+use super::rdma_path::Plan;
+use super::transfer::fill_get;
+use super::S3Client;
 use crate::checksum::{self, Crc64Nvme};
-use crate::http::{self as h, Answer};
-use crate::rdma::RdmaRequest;
+use crate::http as h;
 use crate::retry;
 use crate::{Error, Outcome, Path, Result, Selection};
 
@@ -105,88 +104,14 @@ impl S3Client {
             }
         };
         let path_query = h::path_query(bucket, Some(key), &query);
-        let cfg = &self.inner.cfg;
-        let reason = match self.plan() {
-            Plan::Rdma(ctx) => 'rdma: {
-                let (object_offset, size, query) = match sel {
-                    Selection::Whole => (0, None, None),
-                    Selection::Range { first, .. } => (first, Some(want as u64), None),
-                    Selection::Part(n) => (0, None, Some(format!("partNumber={n}"))),
-                };
-                let spec = V2Spec {
-                    bucket: bucket.to_string(),
-                    key: key.to_string(),
-                    query,
-                    object_offset,
-                    size,
-                };
-                match self
-                    .v2_stage(&ctx, reg, Dir::Get, buf_offset, want, spec)
+        let reason = match Plan::of(self) {
+            Plan::Rdma(rdma) => {
+                match rdma
+                    .get(bucket, key, reg, buf_offset, want, sel, &path_query, &hm)
                     .await?
                 {
-                    V2Stage::Done(f, bytes, attempts, total) => {
-                        return Ok(self.v2_get_outcome(
-                            &f,
-                            bytes,
-                            attempts,
-                            total,
-                            sel,
-                            object_offset,
-                            reg,
-                        ));
-                    }
-                    V2Stage::Skipped(reason) => {
-                        if let Some(reason) = self.after_v2(reason)? {
-                            break 'rdma reason;
-                        }
-                    }
-                    V2Stage::TooLarge(cap) => {
-                        let reason = format!("over the server's hipobj-rc-v2 cap of {cap} bytes");
-                        if let Some(reason) = self.after_v2(reason)? {
-                            break 'rdma reason;
-                        }
-                    }
-                }
-                let req = RdmaRequest {
-                    method: Method::GET,
-                    path_query: path_query.clone(),
-                    headers: hm.clone(),
-                    limit: cfg.timeouts.for_bytes(want as u64),
-                    handshake_limit: cfg.timeouts.request,
-                };
-                let verify = sel == Selection::Whole;
-                match self
-                    .rdma_transfer(&ctx, reg, Dir::Get, buf_offset, want, req, verify)
-                    .await?
-                {
-                    Ok(Moved {
-                        answer: a,
-                        attempts,
-                        crc: actual,
-                    }) => {
-                        let bytes = rdma_get_bytes(&a).ok_or_else(|| {
-                            Error::Protocol(
-                                "an RDMA GET answered without x-amz-rdma-bytes-transferred".into(),
-                            )
-                        })?;
-                        if bytes > want as u64 {
-                            return Err(Error::Protocol(format!(
-                                "the server reports {bytes} bytes written into a {want}-byte token"
-                            )));
-                        }
-                        let declared = a.header(headers::CHECKSUM_CRC64NVME);
-                        let mut out = Outcome::new(Path::Rdma, bytes);
-                        out.rdma_protocol = Some(crate::PROTOCOL_HANDSHAKE);
-                        if let (Some(d), Some(actual)) = (&declared, &actual) {
-                            checksum::verify(d, actual, Path::Rdma)?;
-                            out.checksum_verified = true;
-                        }
-                        out.checksum_crc64nvme = declared;
-                        out.attempts = attempts;
-                        fill_get(&mut out, &a, sel, bytes);
-                        return Ok(out);
-                    }
-                    Err(reason) => self.fallback(reason)?,
+                    Ok(out) => return Ok(out),
+                    Err(reason) => reason,
                 }
             }
             Plan::Http(reason) => self.fallback(reason)?,
@@ -292,50 +217,5 @@ impl S3Client {
         out.checksum_crc64nvme = declared;
         fill_get(&mut out, &a, sel, n as u64);
         Ok(out)
-    }
-}
-
-/// The fields of a GET's Outcome from its answer.
-pub(super) fn fill_get(out: &mut Outcome, a: &Answer, sel: Selection, bytes: u64) {
-    out.etag = a.header(ETAG.as_str());
-    out.status = a.status.as_u16();
-    out.content_range = a.header(CONTENT_RANGE.as_str());
-    out.object_size = match &out.content_range {
-        Some(cr) => h::range_total(cr),
-        None if sel == Selection::Whole => Some(bytes),
-        None => None,
-    };
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use bytes::Bytes;
-
-    #[test]
-    fn rdma_bytes_from_headers() {
-        let mut a = Answer {
-            status: StatusCode::PARTIAL_CONTENT,
-            headers: HeaderMap::new(),
-            body: Bytes::new(),
-        };
-        assert_eq!(rdma_get_bytes(&a), None);
-        h::set(&mut a.headers, "content-range", "bytes 10-19/100").unwrap();
-        assert_eq!(rdma_get_bytes(&a), Some(10));
-        h::set(&mut a.headers, "x-amz-rdma-bytes", "7").unwrap();
-        assert_eq!(rdma_get_bytes(&a), Some(7));
-        h::set(&mut a.headers, "x-amz-rdma-bytes-transferred", "5").unwrap();
-        assert_eq!(rdma_get_bytes(&a), Some(5));
-        let mut out = Outcome::new(Path::Rdma, 5);
-        fill_get(
-            &mut out,
-            &a,
-            Selection::Range {
-                first: 10,
-                last: 19,
-            },
-            5,
-        );
-        assert_eq!(out.object_size, Some(100));
     }
 }

@@ -6,11 +6,15 @@
 //!   body, streamed request bodies (the HTTP plumbing under the others);
 //! - [`buckets`] and [`listing`]: CreateBucket, DeleteBucket, ListBuckets,
 //!   ListObjectsV2;
-//! - [`rdma_path`]: the RDMA attempts of one transfer;
+//! - [`rdma_path`]: [`Plan`](rdma_path::Plan), RDMA or HTTP, and
+//!   [`RdmaPath`](rdma_path::RdmaPath), a GET or PUT by RDMA: by
+//!   hipobj-rc-v2 first ([`v2_path`]), then by the handshake flow;
+//! - [`transfer`]: what the RDMA and HTTP paths of a transfer share;
 //! - [`get`]: GETs into a registered buffer (RDMA, or HTTP into the same
 //!   bytes);
 //! - [`upload`]: one PutObject or UploadPart of a buffer range;
-//! - [`multipart`]: multipart uploads;
+//! - [`multipart`]: multipart uploads, split, run and completed by
+//!   [`MultipartPlan`](planner::MultipartPlan) ([`planner`]);
 //! - [`objects`]: PUT of a buffer (one request or multipart), HEAD, DELETE;
 //! - [`streams`]: plain-HTTP PUTs of bytes, files and streams, and GETs
 //!   into writers.
@@ -22,9 +26,11 @@ mod get;
 mod listing;
 mod multipart;
 mod objects;
+mod planner;
 mod rdma_path;
 mod send;
 mod streams;
+mod transfer;
 mod upload;
 mod v2_path;
 
@@ -36,7 +42,7 @@ use hipobj::Registered;
 use crate::endpoints::{self, Endpoints};
 use crate::http::{self as h, HttpClient};
 use crate::rdma::{self, RdmaContext};
-use crate::retry::Retry;
+use crate::retry::{self, Retry};
 use crate::sign::Signer;
 use crate::{ClientConfig, Error, Result, MIN_PART_SIZE};
 
@@ -46,8 +52,6 @@ const SMALL_BODY_CAP: usize = 16 << 20;
 const CHUNK: usize = 1 << 20;
 /// The largest single PUT S3 accepts.
 const MAX_SINGLE_PUT: u64 = 5 << 30;
-/// The most parts of a multipart upload.
-const MAX_PARTS: usize = 10_000;
 
 /// An S3 client that moves objects between S3 and registered memory by
 /// RDMA, with plain-HTTP fallback. Cheap to clone (the clones share
@@ -90,12 +94,6 @@ struct Inner {
     signer: Signer,
     http: HttpClient,
     rdma: Option<Arc<RdmaContext>>,
-}
-
-/// Either RDMA (with the context) or HTTP (with the reason).
-enum Plan {
-    Rdma(Arc<RdmaContext>),
-    Http(String),
 }
 
 impl S3Client {
@@ -224,22 +222,7 @@ impl S3Client {
 
     /// The retry policy of every request.
     fn retry(&self) -> Retry {
-        Retry::new(self.inner.cfg.attempts)
-    }
-
-    /// RDMA, or HTTP and why.
-    fn plan(&self) -> Plan {
-        let Some(ctx) = &self.inner.rdma else {
-            return Plan::Http("no client library is configured (rdma_memory is None)".into());
-        };
-        if let Some(left) = rdma::remembered_no_rdma(self.endpoint()) {
-            return Plan::Http(format!(
-                "{} was found without RDMA (remembered for {} s more)",
-                self.endpoint(),
-                left.as_secs()
-            ));
-        }
-        Plan::Rdma(ctx.clone())
+        retry::policy(self.inner.cfg.attempts)
     }
 
     /// Checks that the buffer can be read and written by the client:

@@ -1,16 +1,17 @@
 //! Multipart uploads: CreateMultipartUpload, UploadPart,
 //! CompleteMultipartUpload, AbortMultipartUpload, and the upload of a
-//! buffer range in parts (completed only when every part succeeded,
-//! aborted otherwise).
+//! buffer range (or of bytes read on demand) in parts, which
+//! [`MultipartPlan`] splits, runs and completes or aborts.
 
 use bytes::Bytes;
-use futures::StreamExt;
 use hipobj::Registered;
 use http::header::{HeaderMap, ETAG};
 use http::Method;
 
+use super::planner::MultipartPlan;
+use super::rdma_path::Plan;
 use super::v2_path::V2Spec;
-use super::{check_range, Plan, S3Client, MAX_PARTS};
+use super::{check_range, S3Client};
 use crate::http as h;
 use crate::{CompletedPart, Error, ObjectInfo, Outcome, Result};
 
@@ -135,10 +136,30 @@ impl S3Client {
             }
         }
         let a = a.ok()?;
-        Ok(
-            crate::xml::completed_etag(&String::from_utf8_lossy(&a.body))
-                .or_else(|| a.header(ETAG.as_str())),
-        )
+        let given = |e: &String| !e.trim_matches('"').is_empty();
+        let etag = crate::xml::completed_etag(&String::from_utf8_lossy(&a.body))
+            .filter(given)
+            .or_else(|| a.header(ETAG.as_str()).filter(given));
+        if etag.is_some() {
+            return Ok(etag);
+        }
+        // Ceph RGW 16 answers an empty `<ETag></ETag>` (a known Ceph bug;
+        // its HEAD gives the right one): the object's ETag from a HEAD when
+        // the object is this upload's, else the one S3 gives these parts.
+        let computed = multipart_etag(parts).map(|e| format!("\"{e}\""));
+        match self.head_object(bucket, key).await {
+            Ok(info)
+                if info.etag.as_ref().is_some_and(given)
+                    && completed_by(&info, parts, object_size) =>
+            {
+                tracing::debug!(
+                    upload_id,
+                    "CompleteMultipartUpload answered no ETag: taken from HEAD"
+                );
+                Ok(info.etag)
+            }
+            _ => Ok(computed),
+        }
     }
 
     /// `DELETE /bucket/key?uploadId=`: abandons an upload and its parts.
@@ -162,7 +183,8 @@ impl S3Client {
     }
 
     /// A multipart upload of `len` bytes of `reg` at `offset`, in parts of
-    /// [`ClientConfig::part_size`], [`ClientConfig::concurrency`] at once;
+    /// [`ClientConfig::part_size`](crate::ClientConfig::part_size),
+    /// [`ClientConfig::concurrency`](crate::ClientConfig::concurrency) at once;
     /// aborted if any part fails, so no object is left behind.
     pub(super) async fn put_multipart(
         &self,
@@ -172,39 +194,24 @@ impl S3Client {
         offset: usize,
         len: usize,
     ) -> Result<Outcome> {
-        let ps = self.part_size();
-        let count = len.div_ceil(ps);
-        if count > MAX_PARTS {
-            return Err(Error::InvalidArgument(format!(
-                "{len} bytes in {ps}-byte parts would be {count} parts, more than {MAX_PARTS}"
-            )));
-        }
+        let plan = MultipartPlan::new(len as u64, self.part_size() as u64)?;
         if self.inner.cfg.require_rdma {
-            if let Plan::Http(reason) = self.plan() {
+            if let Plan::Http(reason) = Plan::of(self) {
                 return Err(Error::RdmaRequired { reason });
             }
         }
         let upload_id = self.create_multipart_upload(bucket, key).await?;
         let uid = upload_id.as_str();
-        let results: Vec<Result<(u32, Outcome)>> = futures::stream::iter(0..count)
-            .map(|i| async move {
-                let n = (i + 1) as u32;
-                let off = offset + i * ps;
-                let l = ps.min(len - i * ps);
-                self.upload_part(bucket, key, uid, n, reg, off, l)
-                    .await
-                    .map(|o| (n, o))
-            })
-            .buffer_unordered(self.inner.cfg.concurrency)
-            .collect()
-            .await;
-        self.finish_multipart(bucket, key, uid, results, len as u64)
-            .await
+        plan.run(self, bucket, key, uid, move |n, off, l| {
+            self.upload_part(bucket, key, uid, n, reg, offset + off as usize, l)
+        })
+        .await
     }
 
     /// A multipart upload over plain HTTP of the `len` bytes that
     /// `read(offset, n)` returns `n` of at a time: parts of
-    /// [`ClientConfig::part_size`], [`ClientConfig::concurrency`] at once,
+    /// [`ClientConfig::part_size`](crate::ClientConfig::part_size),
+    /// [`ClientConfig::concurrency`](crate::ClientConfig::concurrency) at once,
     /// each read when its upload starts; aborted if any part (or read)
     /// fails. For callers whose memory is not registered (a copy of each
     /// part in flight, not of the object).
@@ -220,105 +227,20 @@ impl S3Client {
     {
         h::check_bucket(bucket)?;
         h::check_key(key)?;
-        let ps = self.inner.cfg.part_size as u64;
-        let count = len.div_ceil(ps);
-        if count == 0 {
+        if len == 0 {
             return Err(Error::InvalidArgument(
                 "a multipart upload needs at least one byte".into(),
             ));
         }
-        if count > MAX_PARTS as u64 {
-            return Err(Error::InvalidArgument(format!(
-                "{len} bytes in {ps}-byte parts would be {count} parts, more than {MAX_PARTS}"
-            )));
-        }
+        let plan = MultipartPlan::new(len, self.inner.cfg.part_size as u64)?;
         let upload_id = self.create_multipart_upload(bucket, key).await?;
         let uid = upload_id.as_str();
         let read = &read;
-        let results: Vec<Result<(u32, Outcome)>> = futures::stream::iter(0..count)
-            .map(|i| async move {
-                let n = (i + 1) as u32;
-                let off = i * ps;
-                let data = read(off, ps.min(len - off) as usize)?;
-                self.upload_part_http(bucket, key, uid, n, data)
-                    .await
-                    .map(|o| (n, o))
-            })
-            .buffer_unordered(self.inner.cfg.concurrency)
-            .collect()
-            .await;
-        self.finish_multipart(bucket, key, uid, results, len).await
-    }
-
-    /// Completes the upload `uid` from the parts' results (of `len` bytes
-    /// together), or aborts it when a part failed or the completion did.
-    async fn finish_multipart(
-        &self,
-        bucket: &str,
-        key: &str,
-        uid: &str,
-        results: Vec<Result<(u32, Outcome)>>,
-        len: u64,
-    ) -> Result<Outcome> {
-        let count = results.len();
-        let mut parts = Vec::with_capacity(count);
-        let mut first_err = None;
-        for r in results {
-            match r {
-                Ok((n, o)) if o.etag.is_none() => {
-                    first_err.get_or_insert(Error::Protocol(format!(
-                        "part {n} was answered without an ETag"
-                    )));
-                }
-                Ok(p) => parts.push(p),
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(e) = first_err {
-            if let Err(ae) = self.abort_multipart_upload(bucket, key, uid).await {
-                tracing::warn!("aborting multipart upload {uid}: {ae}");
-            }
-            return Err(e);
-        }
-        parts.sort_by_key(|p| p.0);
-        let mut path = parts[0].1.path;
-        let mut attempts = 1;
-        let mut reason = None;
-        let mut protocol = None;
-        let mut completed = Vec::with_capacity(count);
-        for (n, o) in parts {
-            path = path.join(o.path);
-            protocol = o.rdma_protocol.or(protocol);
-            attempts = attempts.max(o.attempts);
-            if reason.is_none() {
-                reason = o.fallback_reason;
-            }
-            completed.push(CompletedPart {
-                part_number: n,
-                etag: o.etag.unwrap_or_default(),
-            });
-        }
-        let etag = match self
-            .complete_multipart_upload_sized(bucket, key, uid, &completed, Some(len))
-            .await
-        {
-            Ok(e) => e,
-            Err(e) => {
-                if let Err(ae) = self.abort_multipart_upload(bucket, key, uid).await {
-                    tracing::warn!("aborting multipart upload {uid}: {ae}");
-                }
-                return Err(e);
-            }
-        };
-        let mut out = Outcome::new(path, len);
-        out.etag = etag;
-        out.parts = count as u32;
-        out.attempts = attempts;
-        out.fallback_reason = reason;
-        out.rdma_protocol = protocol;
-        Ok(out)
+        plan.run(self, bucket, key, uid, move |n, off, l| async move {
+            let data = read(off, l)?;
+            self.upload_part_http(bucket, key, uid, n, data).await
+        })
+        .await
     }
 
     /// UploadPart of `len` bytes of `reg` at `offset`, by RDMA when
@@ -414,5 +336,96 @@ mod tests {
         assert!(completed_by(&info(7, Some("\"other\"")), &parts, Some(7)));
         assert!(!completed_by(&info(7, Some("\"other\"")), &parts, Some(8)));
         assert!(!completed_by(&info(7, None), &parts, None));
+    }
+
+    /// A store on a loopback port that answers CompleteMultipartUpload
+    /// with an empty `<ETag></ETag>` (as Ceph RGW 16 does) and HEAD with
+    /// `head_etag` and `head_size`.
+    fn empty_etag_store(head_etag: &'static str, head_size: u64) -> String {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                std::thread::spawn(move || {
+                    let mut r = BufReader::new(conn.try_clone().unwrap());
+                    let mut w = conn;
+                    loop {
+                        let mut line = String::new();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let head = line.starts_with("HEAD ");
+                        let mut len = 0usize;
+                        loop {
+                            let mut h = String::new();
+                            r.read_line(&mut h).unwrap();
+                            if h == "\r\n" {
+                                break;
+                            }
+                            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:")
+                            {
+                                len = v.trim().parse().unwrap();
+                            }
+                        }
+                        let mut body = vec![0; len];
+                        r.read_exact(&mut body).unwrap();
+                        let answer = if head {
+                            format!(
+                                "HTTP/1.1 200 OK\r\netag: {head_etag}\r\ncontent-length: {head_size}\r\n\r\n"
+                            )
+                        } else {
+                            let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+                                <CompleteMultipartUploadResult><Bucket>b</Bucket><Key>k</Key>\
+                                <ETag></ETag></CompleteMultipartUploadResult>";
+                            format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/xml\r\ncontent-length: {}\r\n\r\n{xml}",
+                                xml.len()
+                            )
+                        };
+                        w.write_all(answer.as_bytes()).unwrap();
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    /// An empty ETag in CompleteMultipartUpload's answer is recovered: the
+    /// object's ETag from HEAD when the object is this upload's, else the
+    /// ETag S3 gives these parts.
+    #[tokio::test]
+    async fn an_empty_completed_etag_is_recovered() {
+        let parts = [
+            part(1, "\"0cc175b9c0f1b6a831c399e269772661\""),
+            part(2, "\"92eb5ffee6ae2fec3ad71c777531578f\""),
+        ];
+        let want = "\"b1a3b4a4ab5e8c2d6b6e1a0c3a8e6f2a-2\"";
+        let computed = format!("\"{}\"", multipart_etag(&parts).unwrap());
+        // The object is this upload's (its size): HEAD's ETag.
+        let c = S3Client::new(crate::ClientConfig::new(
+            empty_etag_store(want, 2),
+            "a",
+            "s",
+        ))
+        .unwrap();
+        let etag = c
+            .complete_multipart_upload_sized("b", "k", "u", &parts, Some(2))
+            .await
+            .unwrap();
+        assert_eq!(etag.as_deref(), Some(want));
+        // Another object by now (other ETag, other size): this upload's.
+        let c = S3Client::new(crate::ClientConfig::new(
+            empty_etag_store("\"0123456789abcdef0123456789abcdef\"", 99),
+            "a",
+            "s",
+        ))
+        .unwrap();
+        let etag = c
+            .complete_multipart_upload_sized("b", "k", "u", &parts, Some(2))
+            .await
+            .unwrap();
+        assert_eq!(etag, Some(computed));
     }
 }

@@ -58,8 +58,10 @@ impl S3Client {
     }
 
     /// PUT of `len` bytes of `reg` at `offset` as the object: one request
-    /// up to [`ClientConfig::part_size`], a multipart upload with
-    /// [`ClientConfig::concurrency`] parts at once above it. Each request
+    /// up to [`ClientConfig::part_size`](crate::ClientConfig::part_size), a
+    /// multipart upload with
+    /// [`ClientConfig::concurrency`](crate::ClientConfig::concurrency) parts
+    /// at once above it. Each request
     /// carries the CRC64NVME of its bytes. An empty object goes over HTTP
     /// (RDMA cannot move zero bytes), even with `require_rdma`.
     pub async fn put_object(

@@ -1,34 +1,65 @@
-//! The RDMA path of one transfer: its attempts (stepwise on the caller's
-//! task for small ones, on a blocking thread of the RDMA runtime for the
-//! rest), what each answer means (done, no RDMA, declined, busy, failed),
-//! and the checks of the bytes an RDMA GET wrote.
+//! [`RdmaPath`], the RDMA path of a client's transfers (and [`Plan`], the
+//! choice between it and plain HTTP): a GET or PUT by hipobj-rc-v2 first
+//! ([`V2Path`](super::v2_path::V2Path)), then by the handshake flow, whose
+//! attempts run stepwise on the caller's task for small transfers and on a
+//! blocking thread of the RDMA runtime for the rest; what each answer
+//! means (done, no RDMA, declined, busy, failed), and the checks of the
+//! bytes an RDMA GET wrote.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use hipobj::{Direction, Registered};
 use hipobj_wire::headers;
-use http::header::{HeaderMap, HeaderValue, CONTENT_RANGE, RANGE};
+use http::header::{HeaderMap, HeaderValue, ETAG, RANGE};
 use http::Method;
 
+use super::transfer::{crc_of, fill_get, rdma_get_bytes, Dir};
+use super::v2_path::{V2Path, V2Spec, V2Stage};
 use super::S3Client;
-use crate::checksum::{self, Crc64Nvme};
+use crate::checksum;
 use crate::http::Answer;
 use crate::rdma::{self, Attempt, Ops, RdmaContext, RdmaRequest};
 use crate::retry::Verdict;
-use crate::{Error, Result};
+use crate::{Error, Outcome, Path, Result, Selection};
 
-/// What a transfer moves.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Dir {
-    Get,
-    Put,
+/// Either RDMA or HTTP (with the reason).
+pub(super) enum Plan<'a> {
+    Rdma(RdmaPath<'a>),
+    Http(String),
+}
+
+impl<'a> Plan<'a> {
+    /// RDMA, or HTTP and why, for the next transfer of `client`.
+    pub(super) fn of(client: &'a S3Client) -> Plan<'a> {
+        let Some(ctx) = &client.inner.rdma else {
+            return Plan::Http("no client library is configured (rdma_memory is None)".into());
+        };
+        if let Some(left) = rdma::remembered_no_rdma(client.endpoint()) {
+            return Plan::Http(format!(
+                "{} was found without RDMA (remembered for {} s more)",
+                client.endpoint(),
+                left.as_secs()
+            ));
+        }
+        Plan::Rdma(RdmaPath {
+            client,
+            ctx: ctx.clone(),
+        })
+    }
+}
+
+/// The RDMA path of a client's transfers: the client (its endpoints,
+/// configuration and retry policy) and its RDMA context.
+pub(super) struct RdmaPath<'a> {
+    client: &'a S3Client,
+    ctx: Arc<RdmaContext>,
 }
 
 /// A transfer RDMA completed: the answer, the attempts made and (GET with
 /// `verify`) the CRC of the bytes received.
 #[derive(Debug)]
-pub(super) struct Moved {
+struct Moved {
     pub answer: Answer,
     pub attempts: u32,
     pub crc: Option<String>,
@@ -37,21 +68,6 @@ pub(super) struct Moved {
 /// How the RDMA path ended: the answer and (GET with `verify`) the CRC of
 /// the bytes received, or why to fall back to HTTP.
 type Ended = std::result::Result<(Answer, Option<String>), String>;
-
-/// The bytes an RDMA GET moved, from its answer.
-pub(super) fn rdma_get_bytes(a: &Answer) -> Option<u64> {
-    let n = a
-        .header(headers::RDMA_BYTES_TRANSFERRED)
-        .or_else(|| a.header(headers::NOOBAA_RDMA_BYTES))
-        .and_then(|v| v.trim().parse().ok());
-    n.or_else(|| {
-        let cr = a.header(CONTENT_RANGE.as_str())?;
-        let span = cr.trim().strip_prefix("bytes ")?.split('/').next()?;
-        let (first, last) = span.split_once('-')?;
-        let (first, last): (u64, u64) = (first.parse().ok()?, last.parse().ok()?);
-        Some(last.checked_sub(first)? + 1)
-    })
-}
 
 /// The CRC64NVME of the bytes an RDMA GET wrote, when the answer declares
 /// a full-object one to compare it with.
@@ -69,13 +85,6 @@ fn verify_crc(
         Some(n) if n <= len as u64 => Some(crc_of(reg, buf_off, n as usize)),
         _ => None,
     }
-}
-
-/// The CRC of `len` bytes of `reg` at `off`, read in place.
-pub(super) fn crc_of(reg: &Registered<'_, '_>, off: usize, len: usize) -> Result<String> {
-    let mut d = Crc64Nvme::new();
-    reg.with_bytes(off, len, |b| d.update(b))?;
-    Ok(d.header_value())
 }
 
 /// An InvalidRDMABufferSize answer is a buffer too small for the object.
@@ -138,13 +147,199 @@ fn verdict(
     }
 }
 
-impl S3Client {
+impl RdmaPath<'_> {
+    /// The hipobj-rc-v2 stage of this path's transfers.
+    fn v2(&self) -> V2Path<'_> {
+        V2Path {
+            client: self.client,
+            ctx: &self.ctx,
+        }
+    }
+
+    /// A GET of `want` bytes of the [`Selection`] into `reg` at
+    /// `buf_offset` (`path_query` and `hm` the GET's), by hipobj-rc-v2 then
+    /// the handshake flow: the outcome, or the reason to fall back to HTTP
+    /// (allowed by the fallback rule).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn get(
+        &self,
+        bucket: &str,
+        key: &str,
+        reg: &Registered<'_, 'static>,
+        buf_offset: usize,
+        want: usize,
+        sel: Selection,
+        path_query: &str,
+        hm: &HeaderMap,
+    ) -> Result<std::result::Result<Outcome, String>> {
+        let client = self.client;
+        let cfg = &client.inner.cfg;
+        let (object_offset, size, query) = match sel {
+            Selection::Whole => (0, None, None),
+            Selection::Range { first, .. } => (first, Some(want as u64), None),
+            Selection::Part(n) => (0, None, Some(format!("partNumber={n}"))),
+        };
+        let spec = V2Spec {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            query,
+            object_offset,
+            size,
+        };
+        let v2 = self.v2();
+        match v2.stage(reg, Dir::Get, buf_offset, want, spec).await? {
+            V2Stage::Done(f, bytes, attempts, total) => {
+                return Ok(Ok(v2.get_outcome(
+                    &f,
+                    bytes,
+                    attempts,
+                    total,
+                    sel,
+                    object_offset,
+                    reg,
+                )));
+            }
+            V2Stage::Skipped(reason) => {
+                if let Some(reason) = v2.after(reason)? {
+                    return Ok(Err(reason));
+                }
+            }
+            V2Stage::TooLarge(cap) => {
+                let reason = format!("over the server's hipobj-rc-v2 cap of {cap} bytes");
+                if let Some(reason) = v2.after(reason)? {
+                    return Ok(Err(reason));
+                }
+            }
+        }
+        let req = RdmaRequest {
+            method: Method::GET,
+            path_query: path_query.to_string(),
+            headers: hm.clone(),
+            limit: cfg.timeouts.for_bytes(want as u64),
+            handshake_limit: cfg.timeouts.request,
+        };
+        let verify = sel == Selection::Whole;
+        match self
+            .transfer(reg, Dir::Get, buf_offset, want, req, verify)
+            .await?
+        {
+            Ok(Moved {
+                answer: a,
+                attempts,
+                crc: actual,
+            }) => {
+                let bytes = rdma_get_bytes(&a).ok_or_else(|| {
+                    Error::Protocol(
+                        "an RDMA GET answered without x-amz-rdma-bytes-transferred".into(),
+                    )
+                })?;
+                if bytes > want as u64 {
+                    return Err(Error::Protocol(format!(
+                        "the server reports {bytes} bytes written into a {want}-byte token"
+                    )));
+                }
+                let declared = a.header(headers::CHECKSUM_CRC64NVME);
+                let mut out = Outcome::new(Path::Rdma, bytes);
+                out.rdma_protocol = Some(crate::PROTOCOL_HANDSHAKE);
+                if let (Some(d), Some(actual)) = (&declared, &actual) {
+                    checksum::verify(d, actual, Path::Rdma)?;
+                    out.checksum_verified = true;
+                }
+                out.checksum_crc64nvme = declared;
+                out.attempts = attempts;
+                fill_get(&mut out, &a, sel, bytes);
+                Ok(Ok(out))
+            }
+            Err(reason) => client.fallback(reason).map(Err),
+        }
+    }
+
+    /// One PutObject or UploadPart of `len` bytes of `reg` at `offset`
+    /// (`v2` and `whole` as [`S3Client::put_one`] takes them), by
+    /// hipobj-rc-v2 then the handshake flow: the outcome, or the reason to
+    /// fall back to HTTP (allowed by the fallback rule) and the CRC64NVME
+    /// of the bytes.
+    pub(super) async fn put(
+        &self,
+        path_query: &str,
+        reg: &Registered<'_, 'static>,
+        offset: usize,
+        len: usize,
+        v2: V2Spec,
+        whole: bool,
+    ) -> Result<std::result::Result<Outcome, (String, String)>> {
+        let client = self.client;
+        let cfg = &client.inner.cfg;
+        let (bucket, key) = (v2.bucket.clone(), v2.key.clone());
+        let (spec, v2) = (v2, self.v2());
+        let v2_reason = match v2.stage(reg, Dir::Put, offset, len, spec).await? {
+            V2Stage::Done(f, bytes, attempts, _) => {
+                let mut out = Outcome::new(Path::Rdma, bytes);
+                out.rdma_protocol = Some(crate::PROTOCOL_V2);
+                out.etag = f.etag;
+                out.checksum_crc64nvme = f.checksum.map(hipobj_wire::checksum::crc64nvme_value);
+                out.status = 200;
+                out.attempts = attempts;
+                return Ok(Ok(out));
+            }
+            V2Stage::TooLarge(cap) if whole => {
+                tracing::info!(
+                    endpoint = client.endpoint(),
+                    cap,
+                    "hipobj-rc-v2 PUT over the server's cap: a multipart upload"
+                );
+                return Box::pin(client.put_multipart(&bucket, &key, reg, offset, len))
+                    .await
+                    .map(Ok);
+            }
+            V2Stage::TooLarge(cap) => v2.after(format!(
+                "the part is over the server's hipobj-rc-v2 cap of {cap} bytes"
+            ))?,
+            V2Stage::Skipped(reason) => v2.after(reason)?,
+        };
+        // A small buffer's checksum costs less than a thread hop.
+        let crc = if len <= rdma::STEPWISE_MAX {
+            crc_of(reg, offset, len)?
+        } else {
+            rdma::run_blocking(&self.ctx, reg.handle(), move |r| crc_of(r, offset, len)).await??
+        };
+        if let Some(reason) = v2_reason {
+            return Ok(Err((reason, crc)));
+        }
+        let mut hm = HeaderMap::new();
+        crate::http::set(&mut hm, headers::CHECKSUM_CRC64NVME, &crc)?;
+        let req = RdmaRequest {
+            method: Method::PUT,
+            path_query: path_query.to_string(),
+            headers: hm,
+            limit: cfg.timeouts.for_bytes(len as u64),
+            handshake_limit: cfg.timeouts.request,
+        };
+        match self
+            .transfer(reg, Dir::Put, offset, len, req, false)
+            .await?
+        {
+            Ok(Moved {
+                answer: a,
+                attempts,
+                ..
+            }) => {
+                let mut out = Outcome::new(Path::Rdma, len as u64);
+                out.rdma_protocol = Some(crate::PROTOCOL_HANDSHAKE);
+                out.etag = a.header(ETAG.as_str());
+                out.checksum_crc64nvme = Some(crc);
+                out.status = a.status.as_u16();
+                out.attempts = attempts;
+                Ok(Ok(out))
+            }
+            Err(reason) => Ok(Err((client.fallback(reason)?, crc))),
+        }
+    }
+
     /// RDMA attempts of one transfer, as the retry policy allows: what
     /// moved, or why to fall back.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn rdma_transfer(
+    async fn transfer(
         &self,
-        ctx: &Arc<RdmaContext>,
         reg: &Registered<'_, 'static>,
         dir: Dir,
         buf_off: usize,
@@ -159,14 +354,15 @@ impl S3Client {
         // its memory would stay alive (leaked) rather than be freed under
         // the transfer; a blocking thread gets a handle of its own too.
         let reg = &reg.handle();
-        let (r, attempts) = self
+        let (ctx, client) = (&self.ctx, self.client);
+        let (r, attempts) = client
             .retry()
             .run("RDMA transfer", |attempt| {
                 let (c, r) = (ctx.clone(), req.clone());
                 // Each attempt goes to the endpoint requests go to now (a
                 // pair made with another gateway is answered 421 there, and
                 // the library connects again).
-                let (ei, ep) = self.endpoint_now();
+                let (ei, ep) = client.endpoint_now();
                 let ep = ep.clone();
                 async move {
                     let quick = if len <= rdma::STEPWISE_MAX {
@@ -211,7 +407,7 @@ impl S3Client {
                         other => other,
                     };
                     match crc.transpose() {
-                        Ok(crc) => verdict(self, ei, result, crc, attempt, len),
+                        Ok(crc) => verdict(client, ei, result, crc, attempt, len),
                         Err(e) => Verdict::Done(Err(e)),
                     }
                 }
@@ -241,7 +437,11 @@ impl S3Client {
         let path = path_query.split('?').next().unwrap_or(path_query);
         let mut hm = HeaderMap::new();
         hm.insert(RANGE, HeaderValue::from_static("bytes=0-0"));
-        let probe = match self.plain(Method::GET, path, &hm, Bytes::new()).await {
+        let probe = match self
+            .client
+            .plain(Method::GET, path, &hm, Bytes::new())
+            .await
+        {
             Ok(a) if a.status.as_u16() == status => a.error(None),
             Ok(_) | Err(_) => return e,
         };

@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::get::fill_get;
+use super::transfer::fill_get;
 use super::{S3Client, CHUNK, MAX_SINGLE_PUT};
 use crate::checksum::{self, Crc64Nvme};
 use crate::http::{self as h, BoxError};

@@ -8,12 +8,11 @@ use hipobj_wire::headers;
 use http::header::{HeaderMap, ETAG};
 use http::Method;
 
-use super::rdma_path::{crc_of, Dir, Moved};
-use super::v2_path::{V2Spec, V2Stage};
-use super::{Plan, S3Client, CHUNK};
+use super::rdma_path::Plan;
+use super::v2_path::V2Spec;
+use super::{S3Client, CHUNK};
 use crate::checksum::Crc64Nvme;
 use crate::http::{self as h, Answer};
-use crate::rdma::{self, RdmaRequest};
 use crate::{Error, Outcome, Path, Result};
 
 impl S3Client {
@@ -31,79 +30,18 @@ impl S3Client {
         v2: V2Spec,
         whole: bool,
     ) -> Result<Outcome> {
-        let cfg = &self.inner.cfg;
-        let plan = self.plan();
-        let mut v2_reason = None;
-        if let Plan::Rdma(ctx) = &plan {
-            let (bucket, key) = (v2.bucket.clone(), v2.key.clone());
-            match self.v2_stage(ctx, reg, Dir::Put, offset, len, v2).await? {
-                V2Stage::Done(f, bytes, attempts, _) => {
-                    let mut out = Outcome::new(Path::Rdma, bytes);
-                    out.rdma_protocol = Some(crate::PROTOCOL_V2);
-                    out.etag = f.etag;
-                    out.checksum_crc64nvme = f.checksum.map(hipobj_wire::checksum::crc64nvme_value);
-                    out.status = 200;
-                    out.attempts = attempts;
-                    return Ok(out);
-                }
-                V2Stage::TooLarge(cap) if whole => {
-                    tracing::info!(
-                        endpoint = self.endpoint(),
-                        cap,
-                        "hipobj-rc-v2 PUT over the server's cap: a multipart upload"
-                    );
-                    return Box::pin(self.put_multipart(&bucket, &key, reg, offset, len)).await;
-                }
-                V2Stage::TooLarge(cap) => {
-                    v2_reason = self.after_v2(format!(
-                        "the part is over the server's hipobj-rc-v2 cap of {cap} bytes"
-                    ))?;
-                }
-                V2Stage::Skipped(reason) => v2_reason = self.after_v2(reason)?,
+        let (reason, crc) = match Plan::of(self) {
+            Plan::Rdma(rdma) => match rdma.put(path_query, reg, offset, len, v2, whole).await? {
+                Ok(out) => return Ok(out),
+                Err(fallback) => fallback,
+            },
+            Plan::Http(reason) => {
+                let crc = self.crc_inline(reg, offset, len).await?;
+                (self.fallback(reason)?, crc)
             }
-        }
-        let crc = match &plan {
-            // A small buffer's checksum costs less than a thread hop.
-            Plan::Rdma(_) if len <= rdma::STEPWISE_MAX => crc_of(reg, offset, len)?,
-            Plan::Rdma(ctx) => {
-                rdma::run_blocking(ctx, reg.handle(), move |r| crc_of(r, offset, len)).await??
-            }
-            Plan::Http(_) => self.crc_inline(reg, offset, len).await?,
         };
         let mut hm = HeaderMap::new();
         h::set(&mut hm, headers::CHECKSUM_CRC64NVME, &crc)?;
-        let reason = match plan {
-            Plan::Rdma(_) if v2_reason.is_some() => v2_reason.unwrap_or_default(),
-            Plan::Rdma(ctx) => {
-                let req = RdmaRequest {
-                    method: Method::PUT,
-                    path_query: path_query.to_string(),
-                    headers: hm.clone(),
-                    limit: cfg.timeouts.for_bytes(len as u64),
-                    handshake_limit: cfg.timeouts.request,
-                };
-                match self
-                    .rdma_transfer(&ctx, reg, Dir::Put, offset, len, req, false)
-                    .await?
-                {
-                    Ok(Moved {
-                        answer: a,
-                        attempts,
-                        ..
-                    }) => {
-                        let mut out = Outcome::new(Path::Rdma, len as u64);
-                        out.rdma_protocol = Some(crate::PROTOCOL_HANDSHAKE);
-                        out.etag = a.header(ETAG.as_str());
-                        out.checksum_crc64nvme = Some(crc);
-                        out.status = a.status.as_u16();
-                        out.attempts = attempts;
-                        return Ok(out);
-                    }
-                    Err(reason) => self.fallback(reason)?,
-                }
-            }
-            Plan::Http(reason) => self.fallback(reason)?,
-        };
         let (a, attempts) = self
             .http_put_from(reg, offset, len, path_query, &hm)
             .await?;

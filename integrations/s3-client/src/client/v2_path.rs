@@ -1,4 +1,5 @@
-//! The hipobj-rc-v2 stage of one transfer, before the handshake flow:
+//! [`V2Path`], the hipobj-rc-v2 stage of one transfer, before the
+//! handshake flow:
 //! whether to try it, its attempts (a busy server is asked again with a
 //! new PREPARE; nothing is retried after READY), and what its end means:
 //! done, not spoken here (remembered; the handshake flow or plain HTTP
@@ -13,11 +14,10 @@ use hipobj_wire::rc_v2::{Final, Target, MAX_TRANSFER};
 use http::header::{HeaderMap, CONTENT_LENGTH};
 use http::Method;
 
-use super::rdma_path::Dir;
+use super::transfer::Dir;
 use super::S3Client;
 use crate::rdma::{self, RdmaContext};
 use crate::rdma_v2::{self, V2Http};
-use crate::retry::Retry;
 use crate::{Error, Outcome, Path, RdmaProtocol, Result, Selection, MIN_PART_SIZE};
 
 /// What a v2 transfer moves: the object (or part) and where in it.
@@ -48,16 +48,24 @@ pub(super) enum V2Stage {
     TooLarge(u64),
 }
 
-impl S3Client {
+/// The hipobj-rc-v2 stage of a client's RDMA transfers: the client and
+/// its RDMA context.
+pub(super) struct V2Path<'a> {
+    pub(super) client: &'a S3Client,
+    pub(super) ctx: &'a Arc<RdmaContext>,
+}
+
+impl V2Path<'_> {
     /// Whether v2 is tried now; the reason when not.
-    fn v2_wanted(&self) -> std::result::Result<(), String> {
-        if !self.inner.cfg.rdma_protocol.tries_v2() {
+    fn wanted(&self) -> std::result::Result<(), String> {
+        let client = self.client;
+        if !client.inner.cfg.rdma_protocol.tries_v2() {
             return Err("rdma_protocol is handshake".into());
         }
-        if let Some(left) = rdma_v2::remembered_no_v2(self.endpoint()) {
+        if let Some(left) = rdma_v2::remembered_no_v2(client.endpoint()) {
             return Err(format!(
                 "{} was found without hipobj-rc-v2 (remembered for {} s more)",
-                self.endpoint(),
+                client.endpoint(),
                 left.as_secs()
             ));
         }
@@ -66,15 +74,15 @@ impl S3Client {
 
     /// What to do when v2 was skipped: under `v2`, plain HTTP (the
     /// fallback rule); under `auto`, the handshake flow (`Ok(None)`).
-    pub(super) fn after_v2(&self, reason: String) -> Result<Option<String>> {
-        match self.inner.cfg.rdma_protocol {
-            RdmaProtocol::V2 => self.fallback(reason).map(Some),
+    pub(super) fn after(&self, reason: String) -> Result<Option<String>> {
+        match self.client.inner.cfg.rdma_protocol {
+            RdmaProtocol::V2 => self.client.fallback(reason).map(Some),
             _ => Ok(None),
         }
     }
 
     /// The size of the object (or part) `spec` names, from a signed HEAD.
-    async fn v2_size(&self, spec: &V2Spec) -> Result<std::result::Result<u64, String>> {
+    async fn size(&self, spec: &V2Spec) -> Result<std::result::Result<u64, String>> {
         let q: Vec<(&str, Option<&str>)> = match spec.query.as_deref() {
             Some(q) => q
                 .split('&')
@@ -87,6 +95,7 @@ impl S3Client {
         };
         let path = crate::http::path_query(&spec.bucket, Some(&spec.key), &q);
         let a = self
+            .client
             .plain(Method::HEAD, &path, &HeaderMap::new(), Bytes::new())
             .await?;
         if !a.status.is_success() {
@@ -104,18 +113,18 @@ impl S3Client {
 
     /// The v2 stage of a transfer of `len` bytes of `reg` at `buf_off`
     /// (for a GET: the room there; the object's bytes must fit).
-    pub(super) async fn v2_stage(
+    pub(super) async fn stage(
         &self,
-        ctx: &Arc<RdmaContext>,
         reg: &Registered<'_, 'static>,
         dir: Dir,
         buf_off: usize,
         len: usize,
         spec: V2Spec,
     ) -> Result<V2Stage> {
-        if let Err(reason) = self.v2_wanted() {
+        if let Err(reason) = self.wanted() {
             return Ok(V2Stage::Skipped(reason));
         }
+        let (client, ctx) = (self.client, self.ctx);
         // A handle of this future's own, as the handshake flow takes: were
         // the future forgotten mid-transfer, the registration would leak
         // rather than be freed under it.
@@ -125,7 +134,7 @@ impl S3Client {
             // A GET learns the object's (or part's) size first: v2 moves
             // exactly the bytes PREPARE names, where S3 clamps a range at
             // the object's end.
-            (_, want) => match self.v2_size(&spec).await? {
+            (_, want) => match self.size(&spec).await? {
                 Ok(total) => {
                     let rest = total.saturating_sub(spec.object_offset);
                     (want.map_or(rest, |w| w.min(rest)), Some(total))
@@ -147,12 +156,12 @@ impl S3Client {
                 spec.object_offset.saturating_add(size)
             )));
         }
-        if let (Dir::Put, Some(cap)) = (dir, rdma_v2::put_cap(self.endpoint())) {
+        if let (Dir::Put, Some(cap)) = (dir, rdma_v2::put_cap(client.endpoint())) {
             if size > cap {
                 return Ok(V2Stage::TooLarge(cap));
             }
         }
-        let cfg = &self.inner.cfg;
+        let cfg = &client.inner.cfg;
         let t = V2Transfer {
             target: Target {
                 bucket: spec.bucket.clone(),
@@ -172,10 +181,10 @@ impl S3Client {
         // itself failing) starts over at the next one: a session lives on
         // one gateway, and the client's QP of the session is gone when the
         // attempt returns, so nothing of the old one reaches the buffer.
-        let several = self.inner.endpoints.all().len() > 1;
+        let several = client.inner.endpoints.all().len() > 1;
         for attempt in 1..=attempts {
             let (c, t2) = (ctx.clone(), t.clone());
-            let (ei, ep) = self.endpoint_now();
+            let (ei, ep) = client.endpoint_now();
             let ep = ep.clone();
             let endpoint = ep.base.clone();
             let (res, ops) = rdma::run_blocking(ctx, reg.handle(), move |reg| {
@@ -197,18 +206,18 @@ impl S3Client {
                 // another endpoint takes it.
                 let moved_on = several && crate::endpoints::fails_over(&f);
                 if moved_on {
-                    self.inner.endpoints.failed(ei, &f);
+                    client.inner.endpoints.failed(ei, &f);
                 }
                 if (!ops.ready_sent || moved_on) && f.is_retryable() && attempt < attempts {
-                    tokio::time::sleep(Retry::backoff(attempt)).await;
+                    tokio::time::sleep(client.retry().delay(attempt)).await;
                     continue;
                 }
                 return Err(f);
             }
             if several && e.op == OpError::RdmaError && attempt < attempts {
                 // The RDMA of the session failed (its gateway gone).
-                self.inner.endpoints.failed(ei, &e);
-                tokio::time::sleep(Retry::backoff(attempt)).await;
+                client.inner.endpoints.failed(ei, &e);
+                tokio::time::sleep(client.retry().delay(attempt)).await;
                 continue;
             }
             let Some(p) = &ops.prepare else {
@@ -262,7 +271,7 @@ impl S3Client {
                 if e.op == OpError::Busy {
                     last_busy = format!("HTTP {status}: {}", e.message);
                     if attempt < attempts {
-                        tokio::time::sleep(Retry::backoff(attempt)).await;
+                        tokio::time::sleep(client.retry().delay(attempt)).await;
                         continue;
                     }
                     break;
@@ -276,7 +285,7 @@ impl S3Client {
                         // A 409 at READY: the session is gone; a new
                         // PREPARE may go (nothing moved).
                         last_busy = format!("HTTP {status}: {}", e.message);
-                        tokio::time::sleep(Retry::backoff(attempt)).await;
+                        tokio::time::sleep(client.retry().delay(attempt)).await;
                         continue;
                     }
                     if !r.body.is_empty() && status < 500 {
@@ -293,7 +302,7 @@ impl S3Client {
 
     /// The outcome of a v2 GET.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn v2_get_outcome(
+    pub(super) fn get_outcome(
         &self,
         f: &Final,
         bytes: u64,
@@ -315,11 +324,17 @@ impl S3Client {
             out.checksum_crc64nvme = Some(hipobj_wire::checksum::crc64nvme_value(c));
             // The library compared it with the buffer's bytes, unless the
             // CPU cannot read them (GPU memory registered directly).
-            out.checksum_verified = self.inner.cfg.rdma_memory.as_ref().is_some_and(|lib| {
-                lib.instance().buffers.find(reg.addr()).is_ok_and(|e| {
-                    !matches!(e.kind, hipobj::buffer::Registration::GpuDirect { .. })
-                })
-            });
+            out.checksum_verified = self
+                .client
+                .inner
+                .cfg
+                .rdma_memory
+                .as_ref()
+                .is_some_and(|lib| {
+                    lib.instance().buffers.find(reg.addr()).is_ok_and(|e| {
+                        !matches!(e.kind, hipobj::buffer::Registration::GpuDirect { .. })
+                    })
+                });
         }
         match sel {
             Selection::Whole => out.object_size = Some(bytes),

@@ -113,7 +113,7 @@ pub enum Spooled {
 
 impl Spooled {
     /// The request body of `len` bytes, read from the file in chunks of
-    /// [`READ_CHUNK`]; the file and its reservation go when the body is
+    /// `READ_CHUNK`; the file and its reservation go when the body is
     /// dropped.
     pub fn into_body(self, len: u64) -> Body {
         match self {

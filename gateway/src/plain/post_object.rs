@@ -13,7 +13,7 @@
 //! `EntityTooSmall` short of the minimum). The store's PUT needs its
 //! `Content-Length`, which a form does not give: the file waits in memory
 //! or in an unnamed temporary file, within a process-wide budget
-//! ([`crate::post_spool`]), so the gateway's memory and disk stay bounded
+//! ([`super::post_spool`]), so the gateway's memory and disk stay bounded
 //! whatever the size (at most [`MAX_OBJECT`], S3's single-PUT limit). Then the gateway's own
 //! signed PUT streams it to the store, with the form's `Content-Type`,
 //! `Cache-Control`, `Content-Disposition`, `x-amz-meta-*`, ... as headers.
@@ -138,7 +138,7 @@ pub async fn serve(
     upstream: &dyn Upstream,
     creds: &Credentials,
     settings: &AuthSettings,
-    spool_settings: &crate::post_spool::SpoolSettings,
+    spool_settings: &super::post_spool::SpoolSettings,
     bucket: &str,
     parts: Parts,
     body: Body,
@@ -264,7 +264,7 @@ pub async fn serve(
 
     let (min, max) = grant.length_range.unwrap_or((0, MAX_OBJECT));
     let (spooled, len) =
-        crate::post_spool::spool(&mut file, min, max.min(MAX_OBJECT), spool_settings).await?;
+        super::post_spool::spool(&mut file, min, max.min(MAX_OBJECT), spool_settings).await?;
     drop(file);
     // The parser's other half is no longer needed.
     drop(form);
@@ -280,7 +280,7 @@ pub async fn serve(
     if !resp.status().is_success() {
         // The store's own refusal (NoSuchBucket, ...), as it is.
         let (mut head, body) = resp.into_parts();
-        crate::proxy::remove_hop_by_hop(&mut head.headers);
+        crate::header_filter::remove_hop_by_hop(&mut head.headers);
         return Ok(Response::from_parts(head, body));
     }
     let etag = resp.headers().get(ETAG).cloned();
@@ -423,7 +423,7 @@ fn too_many_fields() -> S3Error {
 }
 
 /// The error `e` of the parser (or of the body under it) answers with.
-impl crate::post_spool::FilePart for multer::Field<'_> {
+impl super::post_spool::FilePart for multer::Field<'_> {
     async fn next_chunk(&mut self) -> Result<Option<Bytes>, S3Error> {
         self.chunk().await.map_err(|e| parse_error(&e))
     }

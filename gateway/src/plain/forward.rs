@@ -18,34 +18,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH,
-};
+use http::header::{HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH};
 use http::{Request, Response, Uri, Version};
 use http_body::{Frame, SizeHint};
 
 use crate::auth::AuthError;
 use crate::body::{Body, BoxError};
+use crate::header_filter::{forwardable_headers, remove_hop_by_hop};
 use crate::s3err::S3Error;
 use crate::upstream::{Payload, Upstream, UpstreamError};
-// Hop-by-hop headers are never forwarded in either direction.
-use hipobj_net::HOP_BY_HOP;
 
-/// Request headers that belong to the client's signature, framing or hop
-/// and are never forwarded; the upstream sets its own `Host` and signature.
-const CLIENT_ONLY: &[&str] = &[
-    "host",
-    "expect",
-    "authorization",
-    "x-amz-date",
-    "x-amz-content-sha256",
-    "x-amz-security-token",
-    "x-amz-decoded-content-length",
-];
-
-/// The prefix of this project's own request headers (`x-amz-rdma-token`, ...).
-const RDMA_PREFIX: &str = "x-amz-rdma-";
-
+use super::rechunk::{self, Rechunked};
 /// Query parameters of a presigned URL: the client's signature, verified
 /// by the auth layer, replaced upstream by the store's `Authorization`.
 const PRESIGN_PARAMS: &[&str] = &[
@@ -91,7 +74,7 @@ pub async fn forward(
 /// algorithm and the handle its value arrives on once the decoded `body`
 /// has ended. The store then gets the body framed again as aws-chunked
 /// with that checksum in its trailer (`STREAMING-UNSIGNED-PAYLOAD-TRAILER`,
-/// [`crate::rechunk`]), so that it records and echoes the checksum as it
+/// [`super::rechunk`]), so that it records and echoes the checksum as it
 /// would without the gateway.
 pub async fn forward_with_trailer(
     upstream: &dyn Upstream,
@@ -109,7 +92,7 @@ pub async fn forward_with_trailer(
     let uri = strip_presign_params(&parts.uri)?;
     let (body, payload) = match (trailer, decoded_length) {
         (Some((algorithm, trailers)), Some(decoded)) => {
-            match crate::rechunk::encoded_len(decoded, algorithm) {
+            match rechunk::encoded_len(decoded, algorithm) {
                 Some(encoded) => {
                     let encoding = match headers.get(CONTENT_ENCODING).and_then(|v| v.to_str().ok())
                     {
@@ -125,9 +108,7 @@ pub async fn forward_with_trailer(
                         HeaderValue::from_static(algorithm.header()),
                     );
                     headers.insert(CONTENT_LENGTH, HeaderValue::from(encoded));
-                    let body = Body::new(crate::rechunk::Rechunked::new(
-                        body, trailers, algorithm, encoded,
-                    ));
+                    let body = Body::new(Rechunked::new(body, trailers, algorithm, encoded));
                     (body, Payload::StreamingUnsignedTrailer)
                 }
                 None => (body, payload),
@@ -305,108 +286,6 @@ fn to_s3_error(err: &UpstreamError) -> S3Error {
     }
 }
 
-/// The headers that must not be forwarded removed from a client's request:
-///
-/// - hop-by-hop headers (`Connection`, `Keep-Alive`, `TE`, `Trailer`,
-///   `Transfer-Encoding`, `Upgrade`, `Proxy-*`) and any header `Connection`
-///   names;
-/// - `Host` and `Expect` (the upstream connection has its own);
-/// - the client's signature: `Authorization`, `X-Amz-Date`,
-///   `x-amz-content-sha256`, `x-amz-security-token`;
-/// - `x-amz-rdma-*`;
-/// - the aws-chunked framing: the `aws-chunked` token of
-///   `Content-Encoding` (the header goes when nothing else is left), the
-///   encoded `Content-Length`, and `x-amz-decoded-content-length`, which
-///   becomes the `Content-Length`;
-/// - `x-amz-trailer`, whose trailer the decoded body no longer carries, and
-///   with it `x-amz-sdk-checksum-algorithm` (a store refuses an algorithm
-///   named without its checksum). A trailing checksum is not lost: the
-///   auth layer checked it against the decoded bytes before the body's
-///   last chunk went out (a mismatch fails the body with `BadDigest`);
-///   nothing of it is forwarded.
-pub fn forwardable_headers(headers: &HeaderMap) -> HeaderMap {
-    let connection_named: Vec<String> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.trim().to_ascii_lowercase())
-        .filter(|t| !t.is_empty())
-        .collect();
-
-    let content_encoding: Vec<&str> = headers
-        .get_all(CONTENT_ENCODING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .collect();
-    let streaming_sha = headers
-        .get("x-amz-content-sha256")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("STREAMING-"));
-    let chunked = streaming_sha
-        || headers.contains_key("x-amz-decoded-content-length")
-        || content_encoding
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case("aws-chunked"));
-    let has_trailer = headers.contains_key("x-amz-trailer");
-
-    let mut out = HeaderMap::with_capacity(headers.len());
-    for (name, value) in headers {
-        let n = name.as_str();
-        if HOP_BY_HOP.contains(&n)
-            || CLIENT_ONLY.contains(&n)
-            || n.starts_with(RDMA_PREFIX)
-            || connection_named.iter().any(|c| c == n)
-            || n == "x-amz-trailer"
-            || (has_trailer && n == "x-amz-sdk-checksum-algorithm")
-            || (chunked && name == CONTENT_LENGTH)
-            || name == CONTENT_ENCODING
-        {
-            continue;
-        }
-        out.append(name.clone(), value.clone());
-    }
-
-    let encodings: Vec<&str> = content_encoding
-        .into_iter()
-        .filter(|t| !t.eq_ignore_ascii_case("aws-chunked"))
-        .collect();
-    if !encodings.is_empty() {
-        if let Ok(v) = HeaderValue::from_str(&encodings.join(", ")) {
-            out.insert(CONTENT_ENCODING, v);
-        }
-    }
-
-    if let Some(decoded) = headers
-        .get("x-amz-decoded-content-length")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-    {
-        out.insert(CONTENT_LENGTH, HeaderValue::from(decoded));
-    }
-    out
-}
-
-/// Removes hop-by-hop headers, and those `Connection` names, in place.
-pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
-    }
-    for name in HOP_BY_HOP {
-        headers.remove(*name);
-    }
-}
-
 /// The client's URI less any presigned-URL signature parameters.
 fn strip_presign_params(uri: &Uri) -> Result<Uri, S3Error> {
     let Some(query) = uri.query() else {
@@ -553,19 +432,5 @@ mod tests {
                 200
             );
         }
-    }
-
-    #[test]
-    fn response_hop_by_hop_removed() {
-        let mut h = HeaderMap::new();
-        h.insert("connection", HeaderValue::from_static("close, x-foo"));
-        h.insert("x-foo", HeaderValue::from_static("1"));
-        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
-        h.insert("etag", HeaderValue::from_static("\"abc\""));
-        h.insert("content-length", HeaderValue::from_static("5"));
-        remove_hop_by_hop(&mut h);
-        assert_eq!(h.len(), 2);
-        assert_eq!(h["etag"], "\"abc\"");
-        assert_eq!(h["content-length"], "5");
     }
 }

@@ -6,8 +6,8 @@ use std::time::SystemTime;
 use aws_sigv4::sign::v4::{calculate_signature, generate_signing_key};
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 
-use super::canonical::{self, ALGORITHM, SERVICE, TERMINATOR};
-use super::AuthError;
+use crate::auth::canonical::{self, ALGORITHM, SERVICE, TERMINATOR};
+use crate::auth::AuthError;
 
 /// Signs an outbound request to the upstream store in place with aws-sigv4,
 /// S3 settings (`percent_encoding_mode = Single`,
@@ -28,7 +28,7 @@ use super::AuthError;
 /// which `x-amz-meta-*` may carry: S3 accepts it and a client signs its
 /// bytes); a request with a header value that is not UTF-8 (Latin-1 from a
 /// raw client) is signed here over the raw bytes instead, with the
-/// canonical request the verifier builds ([`sign_raw`]), so that what the
+/// canonical request the verifier builds (`sign_raw`), so that what the
 /// client signed reaches the store signed over the same bytes.
 pub fn sign_request(
     req: &mut http::Request<crate::body::Body>,

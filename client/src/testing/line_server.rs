@@ -1,15 +1,10 @@
-//! A server peer in its own process, for tests of the C API and of other
-//! clients: it plays the server's part of the RDMA protocol over the soft
-//! provider (see `hipobj::testing::ServerPeer`), driven by a line protocol
-//! on TCP in place of S3.
+//! A [`ServerPeer`] driven by a line protocol on TCP in place of S3, for
+//! the C programs of `tests/c/` (which speak it) and other clients: the
+//! hipObject RDMA protocol's server side, in the test's own process, over
+//! the soft provider on 127.0.0.1.
 //!
-//! Not an S3 server (that is `hipobj-test-server`, the reference server)
-//! and not a bare verbs peer (`hipobj-soft-qp-peer`): the hipObject RDMA
-//! protocol's server side with a line protocol for the requests. Built only
-//! with the `testing` feature, as the crate's tests build it.
-//!
-//! It listens on 127.0.0.1 (port from the first argument, or any) and
-//! prints `PORT <n>` on its first line. Each connection sends lines:
+//! Not an S3 server (that is `hipobj-test-server`, the reference server).
+//! Each connection sends lines:
 //!
 //! - `GET <key> <token>`, `PUT <key> <token>`, `HEAD <key> <token>`: one
 //!   S3 request carrying `x-amz-rdma-token`; the answer is the
@@ -20,55 +15,51 @@
 //! - `FORGET`: forget every connected pair (as a restart would); `ok`.
 //! - `DECLINE 0|1`: answer every request with 501 or not; `ok`.
 
-#![forbid(unsafe_code)]
-
-use hipobj::testing::ServerPeer;
+use super::ServerPeer;
 use hipobj_fabric::pattern;
 use hipobj_fabric::seam::Provider;
-use hipobj_fabric::soft::SoftProvider;
-use std::io::{BufRead, BufReader, Write};
+use hipobj_fabric::soft::{SoftConfig, SoftProvider};
+use std::io::{self, BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-fn main() {
-    if let Err(e) = run() {
-        eprintln!("hipobj-line-server: {e}");
-        std::process::exit(1);
-    }
-}
-
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let port: u16 = std::env::args()
-        .nth(1)
-        .map(|p| p.parse())
-        .transpose()?
-        .unwrap_or(0);
-    let provider = SoftProvider::from_env()?;
+/// Starts a line server on a soft device on 127.0.0.1 (the soft provider's
+/// timing from the environment, as `SoftProvider::from_env` reads it), on
+/// threads that serve until the process ends; returns its TCP port.
+pub fn start() -> io::Result<u16> {
+    let provider = SoftProvider::new(vec![Ipv4Addr::LOCALHOST], SoftConfig::from_env());
     let name = provider
-        .device_names()?
+        .device_names()
+        .map_err(io::Error::other)?
         .first()
         .cloned()
-        .ok_or("no soft device")?;
-    let peer = Arc::new(ServerPeer::new(hipobj_fabric::Device::open(
-        &provider, &name,
-    )?)?);
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))?;
-    println!("PORT {}", listener.local_addr()?.port());
-    std::io::stdout().flush()?;
-    for conn in listener.incoming() {
-        let conn = conn?;
-        let peer = peer.clone();
-        std::thread::spawn(move || {
-            if let Err(e) = serve(&peer, conn) {
-                eprintln!("hipobj-line-server: connection: {e}");
-            }
-        });
-    }
-    Ok(())
+        .ok_or_else(|| io::Error::other("no soft device"))?;
+    let device = hipobj_fabric::Device::open(&provider, &name).map_err(io::Error::other)?;
+    let peer = Arc::new(ServerPeer::new(device).map_err(io::Error::other)?);
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    let port = listener.local_addr()?.port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let conn = match conn {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("line server: accept: {e}");
+                    return;
+                }
+            };
+            let peer = peer.clone();
+            std::thread::spawn(move || {
+                if let Err(e) = serve(&peer, conn) {
+                    eprintln!("line server: connection: {e}");
+                }
+            });
+        }
+    });
+    Ok(port)
 }
 
-fn serve(peer: &ServerPeer, conn: TcpStream) -> std::io::Result<()> {
+fn serve(peer: &ServerPeer, conn: TcpStream) -> io::Result<()> {
     let mut out = conn.try_clone()?;
     for line in BufReader::new(conn).lines() {
         let line = line?;
