@@ -6,10 +6,12 @@
 //! pointer contract the header documents for it.
 
 use super::boundary::{run, run_str};
+use super::constants::{
+    HIPOBJ_RDMA_OP_GET, HIPOBJ_RDMA_OP_PUT, HIPOBJ_SYNC_TO_DEVICE, HIPOBJ_SYNC_TO_HOST,
+};
 use super::ops::CallbackOps;
 use super::ptr::{self, addr, Out, OutStr};
 use super::types::{HipObjConfig, HipObjConfigV2, HipObjError, HipObjOps, HipObjOpsV2};
-use super::{HIPOBJ_RDMA_OP_GET, HIPOBJ_RDMA_OP_PUT, HIPOBJ_SYNC_TO_DEVICE, HIPOBJ_SYNC_TO_HOST};
 use crate::buffer::Direction;
 use crate::c_semantics;
 use crate::config::Config;

@@ -12,12 +12,18 @@
 //! [`S3Ops`]: crate::transfer::S3Ops
 
 mod boundary;
+mod constants;
 pub mod exports;
 pub mod ops;
 pub mod ops_v2;
 mod ptr;
 pub mod types;
 
+pub use constants::{
+    HIPOBJ_BASE_ERR, HIPOBJ_DIAG_DEADLINE_EXPIRED, HIPOBJ_RDMA_OP_GET, HIPOBJ_RDMA_OP_PUT,
+    HIPOBJ_RDMA_REPLY_NOT_IMPLEMENTED, HIPOBJ_RDMA_REPLY_RECONNECT, HIPOBJ_SYNC_TO_DEVICE,
+    HIPOBJ_SYNC_TO_HOST,
+};
 pub use exports::*;
 pub use ops::CallbackOps;
 pub use ops_v2::CallbackOpsV2;
@@ -25,25 +31,6 @@ pub use types::{
     HipObjConfig, HipObjConfigV2, HipObjControlEndpointV2, HipObjError, HipObjFinalReplyV2,
     HipObjOps, HipObjOpsV2, HipObjPrepareReplyV2, HipObjTransferReqV2, RecvReplyFn, SendRequestFn,
 };
-
-/// `HIPOBJ_BASE_ERR`: where hipObject's error codes start when mapped into
-/// a wider space.
-pub const HIPOBJ_BASE_ERR: i32 = 6000;
-/// `HIPOBJ_RDMA_OP_PUT`.
-pub const HIPOBJ_RDMA_OP_PUT: i32 = 0;
-/// `HIPOBJ_RDMA_OP_GET`.
-pub const HIPOBJ_RDMA_OP_GET: i32 = 1;
-/// `HIPOBJ_SYNC_TO_HOST`.
-pub const HIPOBJ_SYNC_TO_HOST: i32 = 0;
-/// `HIPOBJ_SYNC_TO_DEVICE`.
-pub const HIPOBJ_SYNC_TO_DEVICE: i32 = 1;
-/// `HIPOBJ_RDMA_REPLY_NOT_IMPLEMENTED`: the server declined RDMA.
-pub const HIPOBJ_RDMA_REPLY_NOT_IMPLEMENTED: i32 = 501;
-/// `HIPOBJ_RDMA_REPLY_RECONNECT`: the server does not know the QP pair.
-pub const HIPOBJ_RDMA_REPLY_RECONNECT: i32 = crate::transfer::REPLY_RECONNECT as i32;
-/// `HIPOBJ_DIAG_DEADLINE_EXPIRED`: the `hipError` of a v2 transfer that
-/// failed `hipObjBusy` because its deadline expired ("TIME").
-pub const HIPOBJ_DIAG_DEADLINE_EXPIRED: i32 = crate::v2::DIAG_DEADLINE_EXPIRED;
 
 #[cfg(test)]
 mod ops_v2_tests;

@@ -17,142 +17,27 @@ pub mod retry;
 pub mod send_watch;
 mod sign;
 
+mod error;
+mod interface;
+mod payload;
+mod target;
+
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
-use futures::future::BoxFuture;
-use http::{Request, Response, StatusCode};
-use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
-
-use hipobj_net::sigv4::EMPTY_SHA256;
-
-use crate::body::{Body, BoxError};
-use crate::config::{KeyPair, UpstreamConfig, UpstreamOptions};
+use crate::body::Body;
+use crate::config::{UpstreamConfig, UpstreamOptions};
 
 pub use self::embedded::EmbeddedUpstream;
+pub use self::error::UpstreamError;
+pub use self::interface::{Upstream, READY_TIMEOUT};
 pub use self::multi::{MultiOptions, MultiUpstream};
+pub use self::payload::Payload;
 pub use self::remote::{RemoteOptions, RemoteUpstream};
 pub use self::retry::RetryPolicy;
+pub(crate) use self::sign::sign;
 pub use self::sign::sign_request;
+pub(crate) use self::target::{upstream_path_and_query, without_encoding_type};
 pub use crate::tls::{CaCerts, CaFileError};
-
-/// How long [`Upstream::ready`] waits for the store's answer.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// What to sign the upstream request's payload as.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Payload {
-    /// `UNSIGNED-PAYLOAD`: the body is sent unhashed.
-    Unsigned,
-    /// The body's SHA-256, lowercase hex (64 characters).
-    Sha256(String),
-    /// `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: an aws-chunked body without
-    /// chunk signatures, ending in a trailing checksum.
-    StreamingUnsignedTrailer,
-}
-
-impl Payload {
-    /// The value for `x-amz-content-sha256` and the canonical request.
-    pub fn hash(&self) -> &str {
-        match self {
-            Payload::Unsigned => "UNSIGNED-PAYLOAD",
-            Payload::Sha256(hex) => hex,
-            Payload::StreamingUnsignedTrailer => "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
-        }
-    }
-}
-
-/// Why a request to the store got no answer.
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    /// The configured endpoint is not an `http(s)://host[:port]` URL.
-    #[error("invalid upstream endpoint {endpoint:?}: {reason}")]
-    InvalidEndpoint {
-        /// The endpoint as configured.
-        endpoint: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The embedded store could not be opened.
-    #[error("cannot open the embedded store at {root}: {reason}")]
-    EmbeddedInit {
-        /// Its root directory.
-        root: String,
-        /// Why.
-        reason: String,
-    },
-    /// No random key could be generated for the embedded store.
-    #[error("cannot generate the embedded store's key: {0}")]
-    Random(String),
-    /// The request's target cannot be sent on (bad percent-encoding, ...).
-    #[error("invalid request target: {0}")]
-    InvalidTarget(String),
-    /// Signing the request for the store failed.
-    #[error("signing the upstream request: {0}")]
-    Sign(String),
-    /// The store's TCP connection could not be made.
-    #[error("cannot connect to the store: {0}")]
-    Connect(#[source] BoxError),
-    /// Connecting to the store timed out.
-    #[error("connecting to the store timed out")]
-    ConnectTimeout,
-    /// The request failed on an established connection (reset, closed,
-    /// malformed response head, ...).
-    #[error("request to the store failed: {0}")]
-    Request(#[source] BoxError),
-    /// The embedded store failed the request without an S3 answer.
-    #[error("embedded store failed: {0}")]
-    Embedded(#[source] BoxError),
-}
-
-/// The store behind the front.
-pub trait Upstream: Send + Sync + std::fmt::Debug + 'static {
-    /// Sends one request to the store.
-    ///
-    /// `req` has the client's method, raw path-and-query (as the client sent
-    /// it, e.g. `/bucket/key%20x?partNumber=1&uploadId=..`), and the headers
-    /// to forward (the caller already removed `Authorization`,
-    /// `X-Amz-Date`, `x-amz-content-sha256`, `x-amz-rdma-token`, hop-by-hop
-    /// headers and aws-chunked encoding headers); `Content-Length` is set
-    /// when known. The upstream rewrites the URI to its endpoint (the path
-    /// re-encoded canonically, an empty `delimiter` dropped from the
-    /// query), sets `Host`, signs with its own credentials and streams both
-    /// ways. Any S3 error the store answers with is an `Ok` response.
-    fn send(
-        &self,
-        req: Request<Body>,
-        payload: Payload,
-    ) -> BoxFuture<'static, Result<Response<Body>, UpstreamError>>;
-
-    /// Whether the store answers: a signed `GET /` (ListBuckets) that
-    /// returns 200 within [`READY_TIMEOUT`].
-    fn ready(&self) -> BoxFuture<'static, bool> {
-        let mut req = Request::new(Body::empty());
-        *req.uri_mut() = http::Uri::from_static("/");
-        let fut = self.send(req, Payload::Sha256(EMPTY_SHA256.to_owned()));
-        let what = self.describe();
-        Box::pin(async move {
-            match tokio::time::timeout(READY_TIMEOUT, fut).await {
-                Ok(Ok(resp)) if resp.status() == StatusCode::OK => true,
-                Ok(Ok(resp)) => {
-                    tracing::warn!(upstream = %what, status = %resp.status(), "store not ready");
-                    false
-                }
-                Ok(Err(err)) => {
-                    tracing::warn!(upstream = %what, error = %err, "store not ready");
-                    false
-                }
-                Err(_) => {
-                    tracing::warn!(upstream = %what, "store not ready: no answer in time");
-                    false
-                }
-            }
-        })
-    }
-
-    /// A one-line description for logs (no credentials).
-    fn describe(&self) -> String;
-}
 
 /// Opens the configured store with the default [`UpstreamOptions`].
 /// Spawns nothing and needs no runtime; the embedded store's root is
@@ -221,123 +106,6 @@ pub fn multi_options(options: &UpstreamOptions) -> MultiOptions {
     }
 }
 
-/// What AWS's URI encoding leaves alone in a path: unreserved characters
-/// and `/`.
-const PATH_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~')
-    .remove(b'/');
-
-/// The path-and-query to send to the store for a client's raw one.
-///
-/// The path is decoded and encoded again the way SigV4 canonicalizes it
-/// (every byte but unreserved characters and `/` percent-encoded), so the
-/// store's canonical path matches the one signed whatever escaping the
-/// client chose. The query is kept as sent, less an empty `delimiter`
-/// parameter (s3s-fs lists nothing for `delimiter=`, which minio-py sends).
-pub(crate) fn upstream_path_and_query(uri: &http::Uri) -> Result<String, UpstreamError> {
-    let raw_path = uri.path();
-    let path = percent_decode_str(raw_path)
-        .decode_utf8()
-        .map_err(|_| UpstreamError::InvalidTarget("path is not UTF-8 once decoded".into()))?;
-    let mut out = String::with_capacity(raw_path.len() + uri.query().map_or(0, |q| q.len() + 1));
-    if !path.starts_with('/') {
-        out.push('/');
-    }
-    out.extend(utf8_percent_encode(&path, PATH_ENCODE));
-    if let Some(query) = uri.query() {
-        let mut first = true;
-        for param in query.split('&') {
-            if param.is_empty() || param == "delimiter" || param == "delimiter=" {
-                continue;
-            }
-            out.push(if first { '?' } else { '&' });
-            out.push_str(param);
-            first = false;
-        }
-    }
-    Ok(out)
-}
-
-/// `path_and_query` less any `encoding-type` parameter.
-///
-/// s3s-fs echoes `encoding-type=url` back as `<EncodingType>url</EncodingType>`
-/// in a listing but leaves the keys unencoded, so a client that asked for it
-/// (boto3 always does, minio-py too) URL-decodes raw keys: `a+b` comes back
-/// as `a b`, `100%25` as `100%`. Without the parameter the store answers
-/// with raw keys and no `EncodingType`, which clients take as they are.
-/// Done for a remote store when [`RemoteOptions::drop_encoding_type`] says
-/// so (the embedded store encodes keys as asked).
-pub(crate) fn without_encoding_type(path_and_query: &str) -> String {
-    let Some((path, query)) = path_and_query.split_once('?') else {
-        return path_and_query.to_owned();
-    };
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|p| {
-            let name = p.split_once('=').map_or(*p, |(n, _)| n);
-            !name.eq_ignore_ascii_case("encoding-type")
-        })
-        .collect();
-    if kept.is_empty() {
-        path.to_owned()
-    } else {
-        format!("{path}?{}", kept.join("&"))
-    }
-}
-
-/// Signs `req` for the store with `credentials`, or with the tenant's own
-/// store credentials where the request carries a
-/// [`StoreIdentity`](crate::tenancy::StoreIdentity).
-pub(crate) fn sign(
-    req: &mut Request<Body>,
-    credentials: &KeyPair,
-    region: &str,
-    payload: &Payload,
-) -> Result<(), UpstreamError> {
-    if req
-        .extensions()
-        .get::<crate::tenancy::Anonymous>()
-        .is_some()
-    {
-        // The client's anonymous request stays anonymous: no key of ours
-        // or a tenant's signs it.
-        req.headers_mut().remove(http::header::AUTHORIZATION);
-        return Ok(());
-    }
-    let tenant = req
-        .extensions()
-        .get::<crate::tenancy::StoreIdentity>()
-        .map(|id| Arc::clone(&id.0));
-    let credentials = tenant.as_deref().unwrap_or(credentials);
-    sign_request(
-        req,
-        &credentials.access_key,
-        &credentials.secret_key,
-        region,
-        payload.hash(),
-        SystemTime::now(),
-    )
-    .map_err(|e| UpstreamError::Sign(e.to_string()))
-}
-
-impl UpstreamError {
-    /// The `reason` label of `hipobj_upstream_errors_total` for this error.
-    pub fn metric_reason(&self) -> &'static str {
-        match self {
-            UpstreamError::Connect(_) => "connect",
-            UpstreamError::ConnectTimeout => "connect_timeout",
-            UpstreamError::Request(_) => "request",
-            UpstreamError::Embedded(_) => "embedded",
-            UpstreamError::Sign(_) => "sign",
-            UpstreamError::InvalidTarget(_) => "invalid_target",
-            _ => "other",
-        }
-    }
-}
-
 /// Times a request to the store for the metrics, counting it as an error
 /// when it gets no answer or a 5xx one.
 pub async fn timed<F>(op: &'static str, send: F) -> F::Output
@@ -357,7 +125,12 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use hipobj_net::sigv4::EMPTY_SHA256;
+
     use super::*;
+    use crate::config::KeyPair;
 
     fn pq(s: &str) -> String {
         upstream_path_and_query(&s.parse().unwrap()).unwrap()

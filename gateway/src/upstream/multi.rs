@@ -26,9 +26,10 @@ use http::{Request, Response};
 
 use super::remote::{RemoteOptions, RemoteUpstream};
 use super::retry::{self, RetryPolicy};
-use super::{Payload, Upstream, UpstreamError, EMPTY_SHA256, READY_TIMEOUT};
+use super::{Payload, Upstream, UpstreamError, READY_TIMEOUT};
 use crate::body::Body;
 use crate::config::KeyPair;
+use hipobj_net::sigv4::EMPTY_SHA256;
 
 pub use crate::config::defaults::DEFAULT_HEALTH_INTERVAL;
 

@@ -1,13 +1,18 @@
 //! Signing of outbound requests to the store, with aws-sigv4 in S3's mode
 //! (the signer itself is `hipobj_net::sigv4`, shared with `hipobj-s3`).
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use aws_sigv4::sign::v4::{calculate_signature, generate_signing_key};
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 
+use super::error::UpstreamError;
+use super::payload::Payload;
 use crate::auth::canonical::{self, ALGORITHM, SERVICE, TERMINATOR};
 use crate::auth::AuthError;
+use crate::body::Body;
+use crate::config::KeyPair;
 
 /// Signs an outbound request to the upstream store in place with aws-sigv4,
 /// S3 settings (`percent_encoding_mode = Single`,
@@ -137,6 +142,41 @@ pub(crate) fn sign_raw(
     auth.set_sensitive(true);
     headers.insert(AUTHORIZATION, auth);
     Ok(())
+}
+
+/// Signs `req` for the store with `credentials`, or with the tenant's own
+/// store credentials where the request carries a
+/// [`StoreIdentity`](crate::tenancy::StoreIdentity).
+pub(crate) fn sign(
+    req: &mut http::Request<Body>,
+    credentials: &KeyPair,
+    region: &str,
+    payload: &Payload,
+) -> Result<(), UpstreamError> {
+    if req
+        .extensions()
+        .get::<crate::tenancy::Anonymous>()
+        .is_some()
+    {
+        // The client's anonymous request stays anonymous: no key of ours
+        // or a tenant's signs it.
+        req.headers_mut().remove(http::header::AUTHORIZATION);
+        return Ok(());
+    }
+    let tenant = req
+        .extensions()
+        .get::<crate::tenancy::StoreIdentity>()
+        .map(|id| Arc::clone(&id.0));
+    let credentials = tenant.as_deref().unwrap_or(credentials);
+    sign_request(
+        req,
+        &credentials.access_key,
+        &credentials.secret_key,
+        region,
+        payload.hash(),
+        SystemTime::now(),
+    )
+    .map_err(|e| UpstreamError::Sign(e.to_string()))
 }
 
 #[cfg(test)]

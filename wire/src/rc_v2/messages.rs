@@ -10,8 +10,12 @@ use super::fields::{
     bare_hex_u32, bare_hex_u64, decimal, format_checksum, parse_checksum, Cookie, FieldError, Op,
     Psn, SessionId, Span, MAX_TRANSFER,
 };
+use super::names::{
+    CAPABILITY_PARTS, H_BYTES, H_CAPABILITIES, H_CHECKSUM, H_COOKIE, H_ETAG, H_MR_ADDR, H_MR_RKEY,
+    H_OFFSET, H_OP, H_PROTOCOL, H_PSN, H_QPN, H_REPLY, H_SESSION, H_SIZE, H_TARGET, H_TOKEN,
+    H_VERSION_ID, PROTOCOL,
+};
 use super::target::{Target, TargetError};
-use super::*;
 use crate::reply::{Reply, ReplyError};
 use crate::token::{Token, TokenError, Transport};
 

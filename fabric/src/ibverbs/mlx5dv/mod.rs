@@ -31,118 +31,22 @@
 
 pub mod abi;
 mod ah;
+mod dc_pd;
 pub(super) mod dci;
 pub(super) mod dct;
 pub mod loader;
+mod route;
+mod support;
 
 pub use dci::VerbsDci;
 pub use dct::VerbsDct;
 pub use loader::{libmlx5, Mlx5Lib, SONAME};
 
-use super::abi::ibv_device;
-use super::inner::{DeviceInner, PdInner};
-use super::loader::{DcVerbsFns, IbvLib};
-use crate::error::{FabricError, Result};
-use crate::gid_table::pick_best_gid;
-use crate::types::Mtu;
-use ah::AhCache;
-use std::fmt;
-use std::sync::Arc;
+pub(super) use dc_pd::DcPd;
+pub(super) use route::Route;
+pub(super) use support::{support, DcSupport};
 
-/// A device's DC support: libmlx5, or why there is none.
-pub(super) type DcSupport = std::result::Result<Arc<Mlx5Lib>, String>;
-
-/// Whether `dev` (named `name`, from `lib`'s device list) can do DC with
-/// `mlx5` (the library, or why it could not be loaded).
-pub(super) fn support(
-    lib: &IbvLib,
-    mlx5: std::result::Result<Arc<Mlx5Lib>, String>,
-    dev: *mut ibv_device,
-    name: &str,
-) -> DcSupport {
-    if lib.dc.is_none() {
-        return Err(format!(
-            "{} lacks the functions DC needs (ibv_create_ah, ibv_create_srq, ibv_qp_to_qp_ex: \
-             rdma-core 22 or later)",
-            lib.path()
-        ));
-    }
-    let mlx5 = mlx5.map_err(|e| format!("DC needs libmlx5: {e}"))?;
-    // SAFETY: `dev` is a device of libibverbs' live list, and libmlx5 is
-    // the driver library that libibverbs itself loads for mlx5 devices;
-    // mlx5dv_is_supported only reads the device's driver ops.
-    if !unsafe { (mlx5.is_supported)(dev) } {
-        return Err(format!(
-            "{name} is not an mlx5 device (DC needs a ConnectX NIC and its mlx5 driver)"
-        ));
-    }
-    Ok(mlx5)
-}
-
-/// Where DC QPs of a PD send from: the port, its best GID and its MTU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Route {
-    pub(super) port: u8,
-    pub(super) sgid_index: u8,
-    pub(super) mtu: Mtu,
-}
-
-impl Route {
-    /// The route of `port`: the GID hipObject would pick
-    /// ([`pick_best_gid`]) and the active MTU.
-    pub(super) fn of(dev: &DeviceInner, port: u8) -> Result<Route> {
-        let attr = dev.query_port_raw(port)?;
-        let mtu = Mtu::from_raw(attr.active_mtu).unwrap_or_default();
-        let index = pick_best_gid(&dev.gid_table(port)?);
-        let sgid_index = u8::try_from(index).map_err(|_| {
-            FabricError::invalid("ibv_create_ah", format!("GID index {index} over 255"))
-        })?;
-        Ok(Route {
-            port,
-            sgid_index,
-            mtu,
-        })
-    }
-}
-
-/// The DC side of one protection domain: libmlx5, the extended verbs and
-/// the address-handle cache, shared by the PD's DCIs. Dropped after them
-/// (each holds an `Arc`), so its handles go before the PD.
-pub(super) struct DcPd {
-    mlx5: Arc<Mlx5Lib>,
-    fns: DcVerbsFns,
-    ahs: AhCache,
-    // Last: the PD outlives the handles the cache destroys in its drop.
-    pd: Arc<PdInner>,
-}
-
-impl fmt::Debug for DcPd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DcPd")
-            .field("device", &self.pd.dev.name)
-            .field("mlx5", &self.mlx5)
-            .field("ahs", &self.ahs)
-            .finish()
-    }
-}
-
-impl DcPd {
-    /// The DC side of `pd`, when its device has DC.
-    pub(super) fn new(support: &DcSupport, pd: &Arc<PdInner>) -> std::result::Result<DcPd, String> {
-        let mlx5 = support.clone()?;
-        let fns = pd
-            .dev
-            .lib
-            .dc
-            .ok_or_else(|| "libibverbs lacks the functions DC needs".to_string())?;
-        Ok(DcPd {
-            mlx5,
-            fns,
-            ahs: AhCache::default(),
-            pd: pd.clone(),
-        })
-    }
-}
+use crate::error::FabricError;
 
 /// The error for a DC verb on a device without DC.
 pub(super) fn not_available(verb: &'static str, why: &str) -> FabricError {
