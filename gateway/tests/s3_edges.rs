@@ -21,7 +21,7 @@ use crate::external_common;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use external_common::{external_store, unique};
+use external_common::{own_s3s_fs, unique};
 use hipobj_testkit::{
     assert_object, client, gateway_with, pattern, xml_field, Answer, RdmaOps, AK, REGION, S3, SK,
 };
@@ -262,7 +262,7 @@ fn utf8_metadata_through_the_embedded_store() {
 
 #[test]
 fn utf8_metadata_through_s3s_fs() {
-    let Some((store, _fs)) = external_store("utf8_metadata_through_s3s_fs") else {
+    let Some((store, _fs)) = own_s3s_fs("utf8_metadata_through_s3s_fs") else {
         return;
     };
     let mut args = store.gateway_args();
@@ -511,7 +511,7 @@ fn trailing_checksums_reach_the_embedded_store() {
 
 #[test]
 fn trailing_checksums_reach_s3s_fs() {
-    let Some((store, _fs)) = external_store("trailing_checksums_reach_s3s_fs") else {
+    let Some((store, _fs)) = own_s3s_fs("trailing_checksums_reach_s3s_fs") else {
         return;
     };
     let mut args = store.gateway_args();

@@ -131,6 +131,24 @@ impl S3sFs {
     }
 }
 
+/// An `s3s-fs` of the test's own, whatever store `HIPOBJ_TEST_S3_*` names:
+/// for the tests of what s3s-fs does and Ceph RGW 16 (CI's store) does not
+/// (a checksum in an aws-chunked trailer, RFC 2047-encoded metadata). `None`
+/// after saying why without the binary (a failure with `REQUIRE_S3S_FS=1`).
+pub fn own_s3s_fs(test: &str) -> Option<(Store, Option<S3sFs>)> {
+    if let Some(binary) = s3s_fs_binary() {
+        let fs = S3sFs::start(&binary);
+        return Some((fs.store.clone(), Some(fs)));
+    }
+    let why = "s3s-fs is neither in target/tools/bin nor on PATH (install it with `cargo \
+               install s3s-fs --version 0.14.1 --features binary --locked --root target/tools`)";
+    if std::env::var("REQUIRE_S3S_FS").is_ok_and(|v| v == "1") {
+        panic!("{test}: {why}, and REQUIRE_S3S_FS=1");
+    }
+    eprintln!("{test}: skipped: {why}");
+    None
+}
+
 /// The external store of a test: the one `HIPOBJ_TEST_S3_ENDPOINT`,
 /// `HIPOBJ_TEST_S3_ACCESS_KEY` and `HIPOBJ_TEST_S3_SECRET_KEY` name (as
 /// `.ci/run` sets them), else an `s3s-fs` started here, else `None` after
