@@ -73,22 +73,20 @@ fn far_end(stream: &TcpStream) -> Option<(u32, u64)> {
     })
 }
 
-fn far_end_inode(stream: &TcpStream) -> Option<u64> {
-    far_end(stream).map(|(_, inode)| inode)
-}
-
-fn far_end_uid(stream: &TcpStream) -> Option<u32> {
-    far_end(stream).map(|(uid, _)| uid)
-}
-
 /// Whether process `pid` holds the far end of `stream`.
+#[cfg(test)]
 pub(crate) fn peer_process_holds(stream: &TcpStream, pid: u32) -> bool {
+    far_end(stream).is_some_and(|(_, inode)| process_holds(pid, inode))
+}
+
+/// Whether process `pid` holds the socket `inode` (one of its descriptors
+/// is that socket). `/proc/net/tcp` is read once per check by the caller
+/// (its cost grows with every socket of the host, TIME_WAIT ones
+/// included).
+fn process_holds(pid: u32, inode: u64) -> bool {
     if pid == 0 {
         return false;
     }
-    let Some(inode) = far_end_inode(stream) else {
-        return false;
-    };
     let want = format!("socket:[{inode}]");
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return false;
@@ -197,13 +195,17 @@ pub(crate) fn verify_peer(
     // owned by nothing else.
     let pidfd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     let peer = PeerProcess { pid, pidfd };
-    if !peer_process_holds(stream, pid) {
+    // The far end's socket, read once for both checks below.
+    let Some((far_uid, far_inode)) = far_end(stream) else {
+        return Err(Refusal::NotTheHolder);
+    };
+    if !process_holds(pid, far_inode) {
         return Err(Refusal::NotTheHolder);
     }
     let me = process_uids("self")
         .map(|u| u[1])
         .ok_or(Refusal::NoProcess)?;
-    if far_end_uid(stream) != Some(me) {
+    if far_uid != me {
         return Err(Refusal::SocketOfAnotherUser);
     }
     if process_uids(&pid.to_string()) != Some([me; 4]) {
