@@ -38,7 +38,7 @@ from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, W
 
 from .._errors import NotFoundError
 from .._process import ProcessClient
-from ._dataset import parse_s3_uri
+from ._dataset import _client_options, parse_s3_uri
 
 __all__ = ["S3RdmaStorageWriter", "S3RdmaStorageReader", "S3RdmaStorageInfo"]
 
@@ -79,15 +79,6 @@ def _as_bytes(t: torch.Tensor) -> Any:
     if flat.numel() == 0:
         return b""
     return flat.view(torch.uint8).numpy()
-
-
-def _client_options(endpoint, region, client_options) -> dict:
-    opts = dict(client_options)
-    if endpoint is not None:
-        opts["endpoint"] = endpoint
-    if region is not None:
-        opts["region"] = region
-    return opts
 
 
 class _S3Checkpoint:
