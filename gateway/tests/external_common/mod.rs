@@ -136,12 +136,20 @@ impl S3sFs {
 /// (a checksum in an aws-chunked trailer, RFC 2047-encoded metadata). `None`
 /// after saying why without the binary (a failure with `REQUIRE_S3S_FS=1`).
 pub fn own_s3s_fs(test: &str) -> Option<(Store, Option<S3sFs>)> {
+    start_s3s_fs(test, "s3s-fs is")
+}
+
+/// An `s3s-fs` started from its binary, else `None` after saying why
+/// (`missing` opens the reason; a failure with `REQUIRE_S3S_FS=1`).
+fn start_s3s_fs(test: &str, missing: &str) -> Option<(Store, Option<S3sFs>)> {
     if let Some(binary) = s3s_fs_binary() {
         let fs = S3sFs::start(&binary);
         return Some((fs.store.clone(), Some(fs)));
     }
-    let why = "s3s-fs is neither in target/tools/bin nor on PATH (install it with `cargo \
-               install s3s-fs --version 0.14.1 --features binary --locked --root target/tools`)";
+    let why = format!(
+        "{missing} neither in target/tools/bin nor on PATH (install it with `cargo \
+         install s3s-fs --version 0.14.1 --features binary --locked --root target/tools`)"
+    );
     if std::env::var("REQUIRE_S3S_FS").is_ok_and(|v| v == "1") {
         panic!("{test}: {why}, and REQUIRE_S3S_FS=1");
     }
@@ -166,16 +174,8 @@ pub fn external_store(test: &str) -> Option<(Store, Option<S3sFs>)> {
         };
         return Some((store, None));
     }
-    if let Some(binary) = s3s_fs_binary() {
-        let fs = S3sFs::start(&binary);
-        return Some((fs.store.clone(), Some(fs)));
-    }
-    let why = "no external S3 store: HIPOBJ_TEST_S3_ENDPOINT is not set and s3s-fs is \
-               neither in target/tools/bin nor on PATH (install it with `cargo install \
-               s3s-fs --version 0.14.1 --features binary --locked --root target/tools`)";
-    if std::env::var("REQUIRE_S3S_FS").is_ok_and(|v| v == "1") {
-        panic!("{test}: {why}, and REQUIRE_S3S_FS=1");
-    }
-    eprintln!("{test}: skipped: {why}");
-    None
+    start_s3s_fs(
+        test,
+        "no external S3 store: HIPOBJ_TEST_S3_ENDPOINT is not set and s3s-fs is",
+    )
 }
