@@ -53,6 +53,9 @@ fn the_same_host_path_carries_the_payload_only_when_on() {
 enum Named {
     /// This process id.
     Pid(u32),
+    /// This process, but descriptor `.0` instead of the one that holds
+    /// the far end.
+    OwnFd(u32),
     /// A child process to which the responder handed its end of the
     /// connection (as the child's standard input), so that it holds the
     /// far end: of another user (uid 65534; it is not the requester's
@@ -74,8 +77,13 @@ fn second_request_to_a_responder_naming(who: Named) -> Request {
         c.read_exact(&mut h).unwrap();
         assert!(Hello::decode(&h).is_some());
         let mut child = None;
-        let pid = match who {
-            Named::Pid(pid) => pid,
+        // The descriptor named with the process: the fake's own for a
+        // named process (which does not hold it, unless it is this one),
+        // the child's standard input for one it was handed to.
+        let own_fd = u32::try_from(std::os::fd::AsRawFd::as_raw_fd(&c)).unwrap();
+        let (pid, fd) = match who {
+            Named::Pid(pid) => (pid, own_fd),
+            Named::OwnFd(fd) => (std::process::id(), fd),
             Named::HandedTo(uid) => {
                 use std::os::unix::process::CommandExt as _;
                 let end = std::os::fd::OwnedFd::from(c.try_clone().unwrap());
@@ -89,10 +97,11 @@ fn second_request_to_a_responder_naming(who: Named) -> Request {
                     .expect("a child process (as uid 65534: the test runs as root)");
                 let pid = ch.id();
                 child = Some(ch);
-                pid
+                (pid, 0)
             }
         };
-        c.write_all(&HelloAck { cma: true, pid }.encode()).unwrap();
+        c.write_all(&HelloAck { cma: true, pid, fd }.encode())
+            .unwrap();
         let mut read_req = || {
             let mut b = [0u8; REQUEST_LEN];
             c.read_exact(&mut b).unwrap();
@@ -158,6 +167,15 @@ fn a_responder_naming_another_process_is_never_copied_to() {
         });
         assert_eq!(second.op, ReqOp::Write);
         assert_eq!(second.flags & FLAG_CMA, 0, "pid {pid}: {second:?}");
+        assert_eq!(second.seg_len, 128 << 10, "the payload came by the stream");
+    }
+    // This process, which does hold the far end, but naming another of
+    // its descriptors (standard output, one that is not open): the stream.
+    for fd in [1, 1 << 20] {
+        let second = with_path_result(true, || {
+            second_request_to_a_responder_naming(Named::OwnFd(fd))
+        });
+        assert_eq!(second.flags & FLAG_CMA, 0, "fd {fd}: {second:?}");
         assert_eq!(second.seg_len, 128 << 10, "the payload came by the stream");
     }
     // The control: this process does hold the far end, and then the path

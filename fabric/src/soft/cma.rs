@@ -13,18 +13,24 @@
 //! on that connection.
 //!
 //! Which process to copy to is never taken on trust: the responder names
-//! its process id in its hello answer, and the requester uses it only if
+//! its process id and the descriptor number of its end of the connection
+//! in its hello answer, and the requester uses them only if
 //! ([`verify_peer`]):
 //!
-//! - that process holds the other end of this very TCP connection (its
-//!   socket inode in the process's descriptor table, looked up through
-//!   `/proc`, as `ss -p` does): a responder cannot aim the requester's
-//!   copies at a third process;
-//! - the far end's socket belongs to the requester's own user (the uid
-//!   `/proc/net/tcp` gives the socket), and so does the process, with all
-//!   four of its uids (real, effective, saved, filesystem): a client that
-//!   hands its socket to a process of another user (a setuid program, by
-//!   `fork`+`exec` or `SCM_RIGHTS`) is not copied to;
+//! - that process holds the other end of this very TCP connection: the
+//!   requester takes a duplicate of the named descriptor from it
+//!   (`pidfd_getfd`, which the kernel allows under the same ptrace check
+//!   as the copies themselves) and finds a TCP stream socket whose local
+//!   address is this connection's far address and whose peer is its near
+//!   one, in the requester's own network namespace (`SIOCGSKNS`): a
+//!   responder cannot aim the requester's copies at a third process. No
+//!   table of the host is walked (`/proc/net/tcp` costs milliseconds per
+//!   read on a large host, whatever its number of sockets);
+//! - that socket belongs to the requester's own user (its owner, as
+//!   `fstat` gives it), and so does the process, with all four of its uids
+//!   (real, effective, saved, filesystem): a client that hands its socket
+//!   to a process of another user (a setuid program, by `fork`+`exec` or
+//!   `SCM_RIGHTS`) is not copied to;
 //! - the requester itself is neither root nor holds `CAP_SYS_PTRACE`,
 //!   unless its configuration says so (`HIPOBJ_SOFT_CMA=privileged`) or
 //!   the responder is the requester's own process: the kernel's ptrace
@@ -38,7 +44,7 @@
 //!   to.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, TcpStream};
 
 /// Whether the connection's two ends are on this host: a loopback address,
 /// or the device's own.
@@ -46,54 +52,77 @@ pub(crate) fn is_local(peer: IpAddr, own: IpAddr) -> bool {
     peer.is_loopback() || peer == own
 }
 
-/// `/proc/net/tcp`'s `ADDR:PORT` for an IPv4 socket address: the address
-/// as the kernel prints the raw 32-bit value (`%08X` in host order), the
-/// port in hex.
-fn proc_net_form(a: SocketAddr) -> Option<String> {
-    let SocketAddr::V4(v4) = a else { return None };
-    let raw = u32::from_ne_bytes(v4.ip().octets());
-    Some(format!("{raw:08X}:{:04X}", v4.port()))
-}
-
-/// The uid and inode of the socket at the far end of `stream` (the one
-/// whose local address is `stream`'s peer and whose remote address is
-/// `stream`'s own).
-fn far_end(stream: &TcpStream) -> Option<(u32, u64)> {
-    let near = proc_net_form(stream.local_addr().ok()?)?;
-    let far = proc_net_form(stream.peer_addr().ok()?)?;
-    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
-    table.lines().skip(1).find_map(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() <= 9 || f[1] != far || f[2] != near {
-            return None;
-        }
-        let uid = f[7].parse::<u32>().ok()?;
-        let inode = f[9].parse::<u64>().ok().filter(|&inode| inode != 0)?;
-        Some((uid, inode))
-    })
-}
-
-/// Whether process `pid` holds the far end of `stream`.
-#[cfg(test)]
-pub(crate) fn peer_process_holds(stream: &TcpStream, pid: u32) -> bool {
-    far_end(stream).is_some_and(|(_, inode)| process_holds(pid, inode))
-}
-
-/// Whether process `pid` holds the socket `inode` (one of its descriptors
-/// is that socket). `/proc/net/tcp` is read once per check by the caller
-/// (its cost grows with every socket of the host, TIME_WAIT ones
-/// included).
-fn process_holds(pid: u32, inode: u64) -> bool {
-    if pid == 0 {
-        return false;
+/// The network namespace (its inode) a socket belongs to.
+fn netns_of(sock: &impl std::os::fd::AsRawFd) -> Option<u64> {
+    // linux/sockios.h: returns a new descriptor of the socket's netns.
+    const SIOCGSKNS: libc::c_ulong = 0x894C;
+    // SAFETY: SIOCGSKNS takes no argument and returns a new descriptor (or
+    // -1); the socket's descriptor is open for the call.
+    let fd = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSKNS as _, 0) };
+    if fd < 0 {
+        return None;
     }
-    let want = format!("socket:[{inode}]");
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+    // SAFETY: a descriptor the ioctl just returned, owned by nothing else.
+    let ns = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let meta = std::fs::File::from(ns).metadata().ok()?;
+    Some(std::os::unix::fs::MetadataExt::ino(&meta))
+}
+
+/// A duplicate of descriptor `fd` of the process `pidfd` refers to.
+fn descriptor_of(pidfd: &std::os::fd::OwnedFd, fd: u32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd as _;
+    let fd = libc::c_int::try_from(fd).ok()?;
+    // SAFETY: pidfd_getfd takes a pidfd, a descriptor number of that
+    // process and flags, and returns a new descriptor of ours (or -1); the
+    // kernel checks that we may ptrace the process.
+    let dup = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0u32) };
+    let dup = i32::try_from(dup).ok().filter(|&d| d >= 0)?;
+    // SAFETY: `dup` was just returned by pidfd_getfd: an open descriptor
+    // owned by nothing else.
+    Some(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) })
+}
+
+/// The owner (uid) of `far`, if it is the far end of `stream`: a TCP
+/// stream socket whose addresses are `stream`'s swapped, in the same
+/// network namespace (a 4-tuple names one connected TCP socket there).
+fn far_end_owner(stream: &TcpStream, far: std::os::fd::OwnedFd) -> Option<u32> {
+    let meta = std::fs::File::from(far.try_clone().ok()?).metadata().ok()?;
+    let owner = std::os::unix::fs::MetadataExt::uid(&meta);
+    let sock = socket2::Socket::from(far);
+    if sock.r#type().ok()? != socket2::Type::STREAM
+        || sock.protocol().ok()? != Some(socket2::Protocol::TCP)
+    {
+        return None;
+    }
+    let (near, far_addr) = (stream.local_addr().ok()?, stream.peer_addr().ok()?);
+    if sock.local_addr().ok()?.as_socket()? != far_addr
+        || sock.peer_addr().ok()?.as_socket()? != near
+    {
+        return None;
+    }
+    (netns_of(&sock)? == netns_of(stream)?).then_some(owner)
+}
+
+/// Whether process `pid` holds the far end of `stream` as its descriptor
+/// `fd`.
+#[cfg(test)]
+pub(crate) fn peer_process_holds(stream: &TcpStream, pid: u32, fd: u32) -> bool {
+    let Some(pidfd) = open_pidfd(pid) else {
         return false;
     };
-    fds.filter_map(|e| e.ok())
-        .filter_map(|e| std::fs::read_link(e.path()).ok())
-        .any(|l| l.as_os_str() == want.as_str())
+    descriptor_of(&pidfd, fd).is_some_and(|d| far_end_owner(stream, d).is_some())
+}
+
+/// A pidfd of process `pid`.
+fn open_pidfd(pid: u32) -> Option<std::os::fd::OwnedFd> {
+    let raw = libc::pid_t::try_from(pid).ok().filter(|&p| p > 0)?;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new
+    // descriptor (or -1); nothing of ours is passed by pointer.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, raw, 0u32) };
+    let fd = i32::try_from(fd).ok().filter(|&fd| fd >= 0)?;
+    // SAFETY: `fd` was just returned by pidfd_open: an open descriptor
+    // owned by nothing else.
+    Some(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
 /// The responder's process, checked for the same-host path, held by a
@@ -168,40 +197,26 @@ fn privileged() -> bool {
     euid == 0 || caps & (1 << CAP_SYS_PTRACE) != 0
 }
 
-/// Checks the responder's process `pid` for the same-host path on
-/// `stream` (see the module's doc); `allow_privileged`: the path may be
-/// used while this process is root or holds `CAP_SYS_PTRACE`.
+/// Checks the responder's process `pid`, which names `fd` as its end of
+/// `stream`, for the same-host path (see the module's doc);
+/// `allow_privileged`: the path may be used while this process is root or
+/// holds `CAP_SYS_PTRACE`.
 pub(crate) fn verify_peer(
     stream: &TcpStream,
     pid: u32,
+    fd: u32,
     allow_privileged: bool,
 ) -> Result<PeerProcess, Refusal> {
     // Copies into this very process lend no privilege to anyone.
     if !allow_privileged && pid != std::process::id() && privileged() {
         return Err(Refusal::Privileged);
     }
-    let raw = libc::pid_t::try_from(pid).map_err(|_| Refusal::NoProcess)?;
-    if raw <= 0 {
-        return Err(Refusal::NoProcess);
-    }
-    // SAFETY: pidfd_open takes a pid and flags and returns a new
-    // descriptor (or -1); nothing of ours is passed by pointer.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, raw, 0u32) };
-    let fd = i32::try_from(fd)
-        .ok()
-        .filter(|&fd| fd >= 0)
-        .ok_or(Refusal::NoProcess)?;
-    // SAFETY: `fd` was just returned by pidfd_open: an open descriptor
-    // owned by nothing else.
-    let pidfd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let pidfd = open_pidfd(pid).ok_or(Refusal::NoProcess)?;
+    // The kernel refuses the duplicate where it would refuse the copies
+    // (another user's process, without privilege): the path is not used.
+    let far = descriptor_of(&pidfd, fd).ok_or(Refusal::NotTheHolder)?;
     let peer = PeerProcess { pid, pidfd };
-    // The far end's socket, read once for both checks below.
-    let Some((far_uid, far_inode)) = far_end(stream) else {
-        return Err(Refusal::NotTheHolder);
-    };
-    if !process_holds(pid, far_inode) {
-        return Err(Refusal::NotTheHolder);
-    }
+    let far_uid = far_end_owner(stream, far).ok_or(Refusal::NotTheHolder)?;
     let me = process_uids("self")
         .map(|u| u[1])
         .ok_or(Refusal::NoProcess)?;
@@ -273,37 +288,71 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
 
+    fn fd_of(s: &TcpStream) -> u32 {
+        u32::try_from(std::os::fd::AsRawFd::as_raw_fd(s)).unwrap()
+    }
+
     #[test]
     fn the_owner_of_a_connections_far_end_is_found_and_no_other() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (_s, _) = l.accept().unwrap();
-        // Both ends are this process's.
-        assert!(peer_process_holds(&c, std::process::id()));
+        let (s, _) = l.accept().unwrap();
+        let me = std::process::id();
+        // Both ends are this process's: the far end is `s`.
+        assert!(peer_process_holds(&c, me, fd_of(&s)));
+        // Not the near end itself, nor the listener, nor a descriptor that
+        // is not open, nor another connection's far end.
+        assert!(!peer_process_holds(&c, me, fd_of(&c)));
+        let l_fd = u32::try_from(std::os::fd::AsRawFd::as_raw_fd(&l)).unwrap();
+        assert!(!peer_process_holds(&c, me, l_fd));
+        assert!(!peer_process_holds(&c, me, 1 << 30));
+        let c2 = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s2, _) = l.accept().unwrap();
+        assert!(!peer_process_holds(&c, me, fd_of(&s2)));
+        assert!(peer_process_holds(&c2, me, fd_of(&s2)));
         // Not process 1's (nor any made-up one's).
-        assert!(!peer_process_holds(&c, 1));
-        assert!(!peer_process_holds(&c, 0));
+        assert!(!peer_process_holds(&c, 1, fd_of(&s)));
+        assert!(!peer_process_holds(&c, 0, fd_of(&s)));
+    }
+
+    /// A UDP socket with the mirrored addresses of a TCP connection is not
+    /// its far end.
+    #[test]
+    fn a_udp_socket_with_the_same_addresses_is_not_the_far_end() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_s, _) = l.accept().unwrap();
+        let u = std::net::UdpSocket::bind(l.local_addr().unwrap()).unwrap();
+        u.connect(c.local_addr().unwrap()).unwrap();
+        let u_fd = u32::try_from(std::os::fd::AsRawFd::as_raw_fd(&u)).unwrap();
+        assert!(!peer_process_holds(&c, std::process::id(), u_fd));
     }
 
     #[test]
     fn a_peer_is_verified_by_user_holder_and_privilege() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (_s, _) = l.accept().unwrap();
+        let (s, _) = l.accept().unwrap();
         let me = std::process::id();
+        let fd = fd_of(&s);
         // This process holds the far end, as its own user: verified when
         // the privilege rule allows it.
-        let allowed = verify_peer(&c, me, true).map(|p| p.pid);
+        let allowed = verify_peer(&c, me, fd, true).map(|p| p.pid);
         assert_eq!(allowed, Ok(me));
-        // A process that does not hold the connection, or none at all.
-        assert_eq!(verify_peer(&c, 1, true).err(), Some(Refusal::NotTheHolder));
-        assert_eq!(verify_peer(&c, 0, true).err(), Some(Refusal::NoProcess));
+        // The wrong descriptor, a process that does not hold the
+        // connection, or none at all.
         assert_eq!(
-            verify_peer(&c, u32::MAX, true).err(),
+            verify_peer(&c, me, fd_of(&c), true).err(),
+            Some(Refusal::NotTheHolder)
+        );
+        assert!(verify_peer(&c, 1, fd, true).is_err());
+        assert_eq!(verify_peer(&c, 0, fd, true).err(), Some(Refusal::NoProcess));
+        assert_eq!(
+            verify_peer(&c, u32::MAX, fd, true).err(),
             Some(Refusal::NoProcess)
         );
         // This very process: the privilege rule does not apply.
-        assert!(verify_peer(&c, me, false).is_ok());
+        assert!(verify_peer(&c, me, fd, false).is_ok());
     }
 
     /// A process of another user (started as uid 65534 where this test
@@ -324,7 +373,7 @@ mod tests {
         };
         let pid = child.id();
         assert_eq!(process_uids(&pid.to_string()).map(|u| u[1]), Some(65534));
-        assert!(verify_peer(&c, pid, true).is_err());
+        assert!(verify_peer(&c, pid, 0, true).is_err());
         // The pidfd of a process that ends says so.
         let raw = libc::pid_t::try_from(pid).unwrap();
         // SAFETY: as in verify_peer.

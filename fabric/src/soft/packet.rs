@@ -22,8 +22,10 @@ use hipobj_wire::Gid;
 /// Marks every header.
 pub const MAGIC: u16 = 0x5248; // "HR"
 /// Protocol version (2: connections open with a hello; 3: the hello's
-/// answer offers the same-host path, see [`FLAG_CMA`]).
-pub const VERSION: u8 = 3;
+/// answer offers the same-host path, see [`FLAG_CMA`]; 4: the offer names
+/// the responder's descriptor of the connection, checked without a walk of
+/// the host's socket table).
+pub const VERSION: u8 = 4;
 /// The payload of one full segment: a message is cut into segments of this
 /// size, each with its own PSN. Both sides derive PSNs from it, so it is part
 /// of the protocol, not a setting.
@@ -409,13 +411,21 @@ pub struct HelloAck {
     /// The requester uses it only after checking that this process holds
     /// the other end of the connection.
     pub pid: u32,
+    /// The responder's descriptor number of its end of the connection,
+    /// with the offer (0 without it), which the requester checks as the
+    /// far end before it uses `pid`.
+    pub fd: u32,
 }
 
 const ACK_FLAG_CMA: u8 = 1;
 
 impl HelloAck {
     /// The answer of a responder without the same-host path.
-    pub const PLAIN: HelloAck = HelloAck { cma: false, pid: 0 };
+    pub const PLAIN: HelloAck = HelloAck {
+        cma: false,
+        pid: 0,
+        fd: 0,
+    };
 
     /// The encoding.
     pub fn encode(&self) -> [u8; HELLO_ACK_LEN] {
@@ -426,6 +436,7 @@ impl HelloAck {
         if self.cma {
             b[4] = ACK_FLAG_CMA;
             b[8..12].copy_from_slice(&self.pid.to_le_bytes());
+            b[12..16].copy_from_slice(&self.fd.to_le_bytes());
         }
         b
     }
@@ -435,16 +446,17 @@ impl HelloAck {
         if u16::from_le_bytes([b[0], b[1]]) != MAGIC || b[2] != VERSION || b[3] != KIND_HELLO_ACK {
             return None;
         }
-        if b[4] & !ACK_FLAG_CMA != 0 || b[5..8] != [0; 3] || b[12..16] != [0; 4] {
+        if b[4] & !ACK_FLAG_CMA != 0 || b[5..8] != [0; 3] {
             return None;
         }
         let cma = b[4] & ACK_FLAG_CMA != 0;
-        let pid = u32_at(b, 8);
-        if cma == (pid == 0) {
-            // An offer names a process; a plain answer names none.
+        let (pid, fd) = (u32_at(b, 8), u32_at(b, 12));
+        if cma == (pid == 0) || (!cma && fd != 0) {
+            // An offer names a process; a plain answer names none, and no
+            // descriptor.
             return None;
         }
-        Some(HelloAck { cma, pid })
+        Some(HelloAck { cma, pid, fd })
     }
 }
 
@@ -575,6 +587,7 @@ mod tests {
             HelloAck {
                 cma: true,
                 pid: 4242,
+                fd: 17,
             },
         ] {
             assert_eq!(HelloAck::decode(&a.encode()), Some(a));
@@ -586,6 +599,10 @@ mod tests {
         assert_eq!(HelloAck::decode(&b), None);
         let mut b = HelloAck::PLAIN.encode();
         b[8] = 7;
+        assert_eq!(HelloAck::decode(&b), None);
+        // A descriptor without an offer.
+        let mut b = HelloAck::PLAIN.encode();
+        b[12] = 5;
         assert_eq!(HelloAck::decode(&b), None);
     }
 

@@ -88,7 +88,7 @@ fn cma_peer(qp: &QpInner, stream: &TcpStream, ack: HelloAck) -> Option<cma::Peer
     if !local {
         return None;
     }
-    match cma::verify_peer(stream, ack.pid, qp.dev.config.cma_privileged) {
+    match cma::verify_peer(stream, ack.pid, ack.fd, qp.dev.config.cma_privileged) {
         Ok(peer) => Some(peer),
         Err(why) => {
             tracing::debug!(

@@ -54,6 +54,8 @@ fn accept_hello(dev: &DeviceShared, stream: &TcpStream) -> Option<(Hello, bool)>
         HelloAck {
             cma: true,
             pid: std::process::id(),
+            // Non-negative: an open descriptor's number.
+            fd: u32::try_from(std::os::fd::AsRawFd::as_raw_fd(stream)).unwrap_or(0),
         }
     } else {
         HelloAck::PLAIN
