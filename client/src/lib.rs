@@ -22,6 +22,7 @@ pub mod buffer;
 pub mod c_semantics;
 pub mod config;
 mod connection;
+pub mod crc64nvme;
 pub mod device;
 pub mod error;
 pub mod ffi;

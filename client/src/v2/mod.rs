@@ -251,47 +251,7 @@ fn callback_failed(what: &str, rc: i32) -> Error {
     Error::s3(format!("the {what} callback failed ({rc})"), None)
 }
 
-/// `bytes` as a CRC-64/NVME (reflected 0x9a6c9329ac4bc9b5, init and final
-/// xor all ones), slice by 8. The library cannot link crc64fast-nvme,
-/// whose C exports would leak from libhipobj.so.
-pub fn crc64nvme(bytes: &[u8]) -> u64 {
-    static TABLES: std::sync::OnceLock<Box<[[u64; 256]; 8]>> = std::sync::OnceLock::new();
-    let t = TABLES.get_or_init(|| {
-        const POLY: u64 = 0x9a6c_9329_ac4b_c9b5;
-        let mut t = Box::new([[0u64; 256]; 8]);
-        for i in 0..256 {
-            let mut c = i as u64;
-            for _ in 0..8 {
-                c = if c & 1 == 1 { (c >> 1) ^ POLY } else { c >> 1 };
-            }
-            t[0][i] = c;
-        }
-        for i in 0..256 {
-            for k in 1..8 {
-                let prev = t[k - 1][i];
-                t[k][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
-            }
-        }
-        t
-    });
-    let mut crc = !0u64;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let v = crc ^ u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        crc = t[7][(v & 0xff) as usize]
-            ^ t[6][((v >> 8) & 0xff) as usize]
-            ^ t[5][((v >> 16) & 0xff) as usize]
-            ^ t[4][((v >> 24) & 0xff) as usize]
-            ^ t[3][((v >> 32) & 0xff) as usize]
-            ^ t[2][((v >> 40) & 0xff) as usize]
-            ^ t[1][((v >> 48) & 0xff) as usize]
-            ^ t[0][(v >> 56) as usize];
-    }
-    for &b in chunks.remainder() {
-        crc = (crc >> 8) ^ t[0][((crc ^ u64::from(b)) & 0xff) as usize];
-    }
-    !crc
-}
+pub use crate::crc64nvme::crc64nvme;
 
 /// The CRC of the host memory a transfer moved, or `None` where the CPU
 /// cannot read it (GPU memory registered directly).
