@@ -100,6 +100,12 @@ pub struct CommonArgs {
     /// before it is failed (its QP is moved to ERR and its buffers flushed).
     #[arg(long, env = "HIPOBJ_RDMA_PROGRESS_TIMEOUT", default_value = "15s", value_parser = positive_duration, value_name = "DURATION")]
     pub rdma_progress_timeout: Duration,
+    /// Read objects of the embedded store into staging buffers for RDMA
+    /// GETs instead of sending them from the object's file, mapped and
+    /// registered (one copy fewer; the default for objects of 1 MiB and
+    /// more). For NICs whose driver should not pin page-cache memory.
+    #[arg(long, env = "HIPOBJ_NO_STORE_MAPPING")]
+    pub no_store_mapping: bool,
     /// Staging buffers one access key may hold at a time (default: the
     /// whole pool with one access key, half of it with several).
     #[arg(long, env = "HIPOBJ_MAX_STAGING_PER_KEY", value_parser = at_least_one, value_name = "N")]
@@ -505,6 +511,7 @@ impl CommonArgs {
             pair_idle: self.pair_idle_timeout,
             pair_probe: self.pair_probe_interval,
             progress_timeout: self.rdma_progress_timeout,
+            map_store_files: !self.no_store_mapping,
             staging_per_key: self.max_staging_per_key,
             dc_initiators: self.max_dc_initiators,
             dc_per_key: self.max_dc_per_key,
@@ -695,6 +702,7 @@ mod tests {
             "3s",
             "--rdma-progress-timeout",
             "4s",
+            "--no-store-mapping",
             "--max-staging-per-key",
             "6",
             "--max-dc-initiators",
@@ -723,6 +731,7 @@ mod tests {
                 pair_idle: Duration::from_secs(90),
                 pair_probe: Duration::from_secs(3),
                 progress_timeout: Duration::from_secs(4),
+                map_store_files: false,
                 staging_per_key: Some(6),
                 dc_initiators: 7,
                 dc_per_key: 2,

@@ -202,6 +202,9 @@ pub struct RdmaConfig {
     /// How long a transfer may go without a work request completing before
     /// it is failed (a progress deadline, not a total one).
     pub progress_timeout: Duration,
+    /// GETs of 1 MiB and more from the embedded store are sent from the
+    /// object's file, mapped and registered, instead of through staging.
+    pub map_store_files: bool,
     /// Staging buffers one access key may hold at a time; `None`: the whole
     /// pool when one access key is configured, half of it when several.
     pub staging_per_key: Option<usize>,
@@ -319,6 +322,7 @@ impl Default for RdmaConfig {
             pair_idle: Duration::from_secs(600),
             pair_probe: Duration::from_secs(15),
             progress_timeout: Duration::from_secs(15),
+            map_store_files: true,
             staging_per_key: None,
             dc_initiators: 64,
             dc_per_key: 16,

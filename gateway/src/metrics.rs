@@ -87,9 +87,15 @@ pub const CHUNK_BUFFER_BYTES: &str = "hipobj_chunk_buffer_bytes";
 pub const CHUNK_BUFFER_REFUSED: &str = "hipobj_chunk_buffer_refused_total";
 /// Client connections being served.
 pub const HTTP_CONNECTIONS: &str = "hipobj_http_connections";
-/// Counter: bytes RDMA GETs read from the embedded store's files straight
-/// into staging buffers (no response body in between).
+/// Counter: bytes RDMA GETs took from the embedded store's files directly
+/// (no response body in between): read into staging buffers, or mapped.
 pub const STORE_DIRECT_BYTES: &str = "hipobj_rdma_store_direct_bytes_total";
+/// Counter: of those, bytes the RDMA WRITEs took from the object's file
+/// mapped and registered, without a staging buffer (one copy).
+pub const STORE_MAPPED_BYTES: &str = "hipobj_rdma_store_mapped_bytes_total";
+/// Gauge: object files mapped and registered for GETs now (one held for
+/// good by a work request never flushed stays counted).
+pub const STORE_MAPPED_REGIONS: &str = "hipobj_rdma_store_mapped_regions";
 /// Gauge: requests whose head has been read and whose response has not
 /// been sent whole (a `/metrics` scrape counts itself).
 pub const HTTP_REQUESTS_IN_FLIGHT: &str = "hipobj_http_requests_in_flight";
@@ -208,7 +214,16 @@ fn describe() {
     describe_counter!(
         STORE_DIRECT_BYTES,
         metrics::Unit::Bytes,
-        "Bytes RDMA GETs read from the embedded store's files straight into staging buffers"
+        "Bytes RDMA GETs took from the embedded store's files directly (into staging, or mapped)"
+    );
+    describe_counter!(
+        STORE_MAPPED_BYTES,
+        metrics::Unit::Bytes,
+        "Bytes RDMA GETs sent straight from the embedded store's files, mapped and registered"
+    );
+    describe_gauge!(
+        STORE_MAPPED_REGIONS,
+        "Object files mapped and registered for RDMA GETs now"
     );
     describe_gauge!(
         HTTP_REQUESTS_IN_FLIGHT,
@@ -293,6 +308,21 @@ pub fn http_connection(open: bool) {
 /// into staging buffers.
 pub fn store_direct_bytes(bytes: u64) {
     counter!(STORE_DIRECT_BYTES).increment(bytes);
+}
+
+/// An object file mapped for a GET (`true`) or released.
+pub fn store_mapped_region(held: bool) {
+    let g = gauge!(STORE_MAPPED_REGIONS);
+    if held {
+        g.increment(1.0);
+    } else {
+        g.decrement(1.0);
+    }
+}
+
+/// Bytes a GET's WRITEs took from the object's mapped file.
+pub fn store_mapped_bytes(bytes: u64) {
+    counter!(STORE_MAPPED_BYTES).increment(bytes);
 }
 
 /// A request started (`true`: its head is read) or ended (its response

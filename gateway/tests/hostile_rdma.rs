@@ -307,6 +307,9 @@ fn stalled_transfers_release_the_pool_after_their_progress_deadline() {
     let gw = gateway_with(
         bin(),
         &[
+            // Through staging (not from the mapped file): the pool is what
+            // is played here.
+            "--no-store-mapping",
             "--rdma-progress-timeout",
             "2s",
             "--staging-buffers",
@@ -358,6 +361,55 @@ fn stalled_transfers_release_the_pool_after_their_progress_deadline() {
         assert_error(&a, 500, "RDMATransferFailed", Some("500"), "stalled GET");
         peer.resume();
     }
+}
+
+/// The same stall, GETs sent from the object's mapped file: each holds its
+/// mapping while it waits, and lets it go when its progress deadline fails
+/// it (with the flush of its WRITEs); the next GET is served.
+#[test]
+fn stalled_mapped_gets_release_their_mapping_after_the_progress_deadline() {
+    const REGIONS: &str = "hipobj_rdma_store_mapped_regions";
+    let gw = gateway_with(bin(), &["--rdma-progress-timeout", "2s"], &[]);
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("bkt");
+    let obj = pattern(3, 8 * MIB);
+    assert!(s3.put_plain("/bkt/big", obj.clone()).status.is_success());
+    let stalled: Vec<_> = (0..2)
+        .map(|_| {
+            let peer = FakePeer::start(true);
+            let url = gw.url.clone();
+            let token = peer.token(Transport::Rc, 0x10_0000, obj.len() as u64, 9);
+            let hs = rdma(&s3, Method::HEAD, "/bkt/big", &peer.handshake_token());
+            assert_eq!(hs.status, 200);
+            let t =
+                std::thread::spawn(move || rdma(&S3::new(&url), Method::GET, "/bkt/big", &token));
+            (peer, t)
+        })
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(10), || metric(&gw.url, REGIONS) == 2.0),
+        "both stalled GETs hold a mapping"
+    );
+    assert_eq!(metric(&gw.url, "hipobj_staging_buffers_in_use"), 0.0);
+    for (peer, t) in stalled {
+        let a = t.join().unwrap();
+        assert_error(&a, 500, "RDMATransferFailed", Some("500"), "stalled GET");
+        peer.resume();
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || metric(&gw.url, REGIONS) == 0.0),
+        "the mappings are released"
+    );
+    let lib = client();
+    let mut back = vec![0u8; obj.len()];
+    {
+        let buf = lib.register_host(&mut back).unwrap();
+        let mut ops = RdmaOps::new(&s3, Method::GET, "/bkt/big");
+        buf.get(0, obj.len(), &mut ops).unwrap();
+        assert_eq!(ops.last().status, 200, "{}", ops.last().text());
+    }
+    assert!(back == obj);
+    assert_eq!(metric(&gw.url, REGIONS), 0.0);
 }
 
 /// Defect 9 (low): DC requests take initiators from a bounded pool, so

@@ -125,6 +125,9 @@ fn one_tenants_stalls_cannot_take_another_tenants_share_of_the_pool() {
         &[
             "--credentials-file",
             creds.path().to_str().unwrap(),
+            // Through staging (not from the mapped file): the pool's
+            // buffers are what is counted here.
+            "--no-store-mapping",
             "--staging-buffers",
             "8",
             "--rdma-progress-timeout",

@@ -16,6 +16,7 @@ use http::Method;
 
 const MIB: usize = 1 << 20;
 const DIRECT: &str = "hipobj_rdma_store_direct_bytes_total";
+const MAPPED: &str = "hipobj_rdma_store_mapped_bytes_total";
 
 #[test]
 fn rdma_gets_read_the_store_file_straight_into_staging() {
@@ -50,6 +51,8 @@ fn rdma_gets_read_the_store_file_straight_into_staging() {
     assert_eq!(ops.last().status, 200, "{}", ops.last().text());
     assert!(reg.to_vec().unwrap() == data, "the whole object is exact");
     assert_eq!(s3.metric(DIRECT, &[]), len as f64);
+    // 1 MiB and more: WRITEs straight from the mapped file.
+    assert_eq!(s3.metric(MAPPED, &[]), len as f64);
 
     // A range not aligned to anything.
     let (first, last) = (1_000_001usize, 3 * MIB + 12_345);
@@ -61,6 +64,18 @@ fn rdma_gets_read_the_store_file_straight_into_staging() {
     let got = reg.to_vec().unwrap();
     assert!(got[..n] == data[first..=last], "the range is exact");
     assert_eq!(s3.metric(DIRECT, &[]), (len + n) as f64);
+    assert_eq!(s3.metric(MAPPED, &[]), (len + n) as f64);
+
+    // Under 1 MiB: read into staging, not mapped.
+    let (first, last) = (4097usize, 4097 + 1000);
+    let mut ops = RdmaOps::new(&s3, Method::GET, "/direct/obj")
+        .with_header("range", &format!("bytes={first}-{last}"));
+    reg.get(0, 1001, &mut ops).unwrap();
+    assert_eq!(ops.last().status, 206, "{}", ops.last().text());
+    assert!(reg.to_vec().unwrap()[..1001] == data[first..=last]);
+    assert_eq!(s3.metric(DIRECT, &[]), (len + n + 1001) as f64);
+    assert_eq!(s3.metric(MAPPED, &[]), (len + n) as f64);
+    let n = n + 1001;
 
     // A condition the store refuses: its 412, nothing read or written.
     reg.write(0, &vec![0xAB; len]).unwrap();
@@ -111,4 +126,119 @@ fn a_part_is_read_from_its_place_in_the_file() {
     assert_eq!(ops.last().status, 206, "{}", ops.last().text());
     assert!(reg.to_vec().unwrap() == p2, "part 2 is exact");
     assert_eq!(s3.metric(DIRECT, &[]), p2.len() as f64);
+    assert_eq!(s3.metric(MAPPED, &[]), p2.len() as f64);
+}
+
+/// The object's file in the store's directory: the one file of `len`
+/// bytes under `buckets/`.
+fn object_file(store: &Path, len: u64) -> std::path::PathBuf {
+    fn walk(dir: &Path, len: u64, found: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, len, found);
+            } else if e.metadata().unwrap().len() == len {
+                found.push(p);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&store.join("buckets"), len, &mut found);
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+/// A hipobj-rc-v2 GET of a whole object is sent from the mapped file and
+/// names the object's stored CRC-64/NVME, never one of the bytes the
+/// gateway would have read: a file damaged on disk since the PUT is sent
+/// as it is, and the CRC FINAL names is the PUT's, which the client's
+/// check of the bytes it received catches. A range (no stored CRC of its
+/// own) is read into staging and its CRC computed.
+#[test]
+fn a_v2_get_from_the_mapped_file_names_the_stored_crc() {
+    use hipobj_testkit::rc_v2::{self as v2, target};
+    use hipobj_wire::rc_v2::Span;
+    let crc = |b: &[u8]| {
+        let mut d = crc64fast_nvme::Digest::new();
+        d.write(b);
+        d.sum64()
+    };
+    let store = tempfile::tempdir().unwrap();
+    let gw = gateway_with(
+        Path::new(env!("CARGO_BIN_EXE_hipobj-gateway")),
+        &["--data-dir", store.path().to_str().unwrap()],
+        &[],
+    );
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("mapped");
+    let len = 3 * MIB + 5;
+    let data = pattern(77, len);
+    let t = target("mapped", "obj");
+    let f = v2::put(&s3, &t, &data).unwrap_or_else(|a| panic!("{} {}", a.status, a.text()));
+    assert_eq!(f.checksum, Some(crc(&data)));
+
+    let (back, g) = v2::get(&s3, &t, Span::new(0, len as u64).unwrap()).unwrap();
+    assert!(back == data, "byte-exact");
+    assert_eq!(g.checksum, Some(crc(&data)));
+    assert_eq!(s3.metric(MAPPED, &[]), len as f64);
+
+    // A range: staging, its own CRC.
+    let span = Span::new(MIB as u64 + 3, 2 * MIB as u64).unwrap();
+    let (back, g) = v2::get(&s3, &t, span).unwrap();
+    let want = &data[MIB + 3..3 * MIB + 3];
+    assert!(back[..] == want[..]);
+    assert_eq!(g.checksum, Some(crc(want)));
+    assert_eq!(s3.metric(MAPPED, &[]), len as f64, "a range is not mapped");
+
+    // The file damaged on disk, its length kept.
+    let path = object_file(store.path(), len as u64);
+    let mut damaged = std::fs::read(&path).unwrap();
+    damaged[2 * MIB] ^= 0xFF;
+    std::fs::write(&path, &damaged).unwrap();
+    let (back, g) = v2::get(&s3, &t, Span::new(0, len as u64).unwrap()).unwrap();
+    assert!(back == damaged, "the file's bytes, as they are");
+    assert_eq!(g.checksum, Some(crc(&data)), "the PUT's CRC");
+    assert_ne!(
+        g.checksum,
+        Some(crc(&back)),
+        "which the received bytes fail"
+    );
+}
+
+/// An object file cut short under the store (its record says more) is
+/// never mapped past its end: the GET fails as it did from staging (the
+/// store's 502), the gateway lives on and serves the next GET.
+#[test]
+fn a_file_cut_short_fails_the_get_and_nothing_else() {
+    let store = tempfile::tempdir().unwrap();
+    let gw = gateway_with(
+        Path::new(env!("CARGO_BIN_EXE_hipobj-gateway")),
+        &["--data-dir", store.path().to_str().unwrap()],
+        &[],
+    );
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("short");
+    let len = 2 * MIB + 1;
+    let (a, b) = (pattern(5, len), pattern(6, len + 1));
+    assert!(s3.put_plain("/short/a", a).status.is_success());
+    assert!(s3.put_plain("/short/b", b.clone()).status.is_success());
+    let path = object_file(store.path(), len as u64);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(MIB as u64)
+        .unwrap();
+    let lib = client();
+    let mut buf = vec![0u8; len + 1];
+    let reg = lib.register_host(&mut buf).unwrap();
+    let mut ops = RdmaOps::new(&s3, Method::GET, "/short/a");
+    assert!(reg.get(0, len, &mut ops).is_err());
+    assert_eq!(ops.last().status, 502, "{}", ops.last().text());
+    assert_eq!(s3.metric(MAPPED, &[]), 0.0);
+    // The gateway is alive and the other object is whole.
+    let mut ops = RdmaOps::new(&s3, Method::GET, "/short/b");
+    reg.get(0, len + 1, &mut ops).unwrap();
+    assert!(reg.to_vec().unwrap() == b);
+    assert_eq!(s3.metric(MAPPED, &[]), (len + 1) as f64);
 }

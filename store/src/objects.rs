@@ -300,7 +300,13 @@ impl Store {
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         };
         let view = read_view(&meta, &conditions, input.range.as_ref(), input.part_number)?;
-        let range = FileRange::new(file, view.start, view.len);
+        let whole = view.start == 0 && view.len == meta.size;
+        let range = FileRange::new(file, view.start, view.len).with_object_crc64nvme(
+            meta.checksums
+                .crc64nvme
+                .clone()
+                .filter(|_| whole && meta.part_sizes.is_empty()),
+        );
         let body = StreamingBlob::wrap(FileStream::new(range.clone()));
         let overrides = ContentOverrides {
             content_type: input.response_content_type,

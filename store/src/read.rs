@@ -30,6 +30,9 @@ pub struct FileRange {
     file: Arc<File>,
     start: u64,
     len: u64,
+    /// The stored `x-amz-checksum-crc64nvme` (base64) of the whole object,
+    /// when the range is the whole object and the store has one.
+    object_crc64nvme: Option<String>,
 }
 
 impl FileRange {
@@ -39,7 +42,34 @@ impl FileRange {
             file: Arc::new(file),
             start,
             len,
+            object_crc64nvme: None,
         }
+    }
+
+    /// The range, which is the whole object, whose stored CRC-64/NVME
+    /// (base64, as `x-amz-checksum-crc64nvme` says it) is `crc`.
+    #[must_use]
+    pub fn with_object_crc64nvme(mut self, crc: Option<String>) -> FileRange {
+        self.object_crc64nvme = crc;
+        self
+    }
+
+    /// The stored CRC-64/NVME of the object, when the range is all of it
+    /// (base64, as `x-amz-checksum-crc64nvme` says it): what a reader that
+    /// does not read the bytes itself (it maps them) can name as their
+    /// checksum, which the final reader then checks end to end.
+    pub fn object_crc64nvme(&self) -> Option<&str> {
+        self.object_crc64nvme.as_deref()
+    }
+
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Where in the file the range starts.
+    pub fn start(&self) -> u64 {
+        self.start
     }
 
     /// How many bytes the range holds.

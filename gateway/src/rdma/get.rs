@@ -11,6 +11,7 @@
 //! else of the GET: authentication, conditions, range and part selection,
 //! the headers.
 
+use super::mapped::{MappedSource, MAP_MIN};
 use super::mover::{AcquireError, Initiator, MoveError, Mover, RemoteBuffer};
 use super::reply::{set_request_id, with_reply};
 use super::staging::Staging;
@@ -23,6 +24,7 @@ use hipobj_net::sigv4::EMPTY_SHA256;
 use hipobj_store::FileRange;
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
+use std::sync::Arc;
 
 type Answer = Result<Response<Body>, Response<Body>>;
 
@@ -113,13 +115,28 @@ pub(crate) async fn run(
     }
     // hipobj-rc-v2's answer names the CRC-64/NVME of the bytes moved.
     let mut crc = ctx.v2.map(|_| crc64fast_nvme::Digest::new());
+    // The bytes' CRC where it is known without reading them (a mapped
+    // object's stored one).
+    let mut known_crc: Option<u64> = None;
     let mut offset: u64 = 0; // bytes posted so far
     let mut current: Option<(Staging, usize)> = None;
     let mut failure: Option<(S3Error, &'static str)> = None;
 
     if let Some(range) = head.extensions.get::<FileRange>().cloned() {
         drop(body);
-        failure = from_file(ctx, &mut mover, &range, remote.len, &mut offset, &mut crc).await;
+        failure = match from_mapping(ctx, &mut mover, &range, remote.len, &mut offset, &crc).await {
+            Some(Mapped {
+                failure,
+                crc: stored,
+            }) => {
+                if failure.is_none() {
+                    crate::metrics::store_mapped_bytes(offset);
+                }
+                known_crc = stored;
+                failure
+            }
+            None => from_file(ctx, &mut mover, &range, remote.len, &mut offset, &mut crc).await,
+        };
         if failure.is_none() {
             crate::metrics::store_direct_bytes(offset);
         }
@@ -255,15 +272,96 @@ pub(crate) async fn run(
         hipobj_wire::headers::RDMA_BYTES_TRANSFERRED,
         HeaderValue::from(offset),
     );
-    if let Some(c) = crc {
-        if let Ok(v) =
-            HeaderValue::from_str(&hipobj_wire::rc_v2::fields::format_checksum(c.sum64()))
-        {
+    if let Some(c) = known_crc.or(crc.map(|c| c.sum64())) {
+        if let Ok(v) = HeaderValue::from_str(&hipobj_wire::rc_v2::fields::format_checksum(c)) {
             h.insert(hipobj_wire::rc_v2::H_CHECKSUM, v);
         }
     }
     set_request_id(&mut r, request_id);
     Ok(r)
+}
+
+/// How a GET from a mapped object ended: the failure, if any, and the
+/// checksum to name (hipobj-rc-v2), the object's stored one.
+struct Mapped {
+    failure: Option<(S3Error, &'static str)>,
+    crc: Option<u64>,
+}
+
+/// A stored `x-amz-checksum-crc64nvme` (base64 of the 8 bytes, big-endian;
+/// a composite one, `...-N`, is not a CRC of the bytes and is refused).
+fn stored_crc64(v: &str) -> Option<u64> {
+    use base64::Engine as _;
+    let b = base64::engine::general_purpose::STANDARD
+        .decode(v.trim())
+        .ok()?;
+    Some(u64::from_be_bytes(b.try_into().ok()?))
+}
+
+/// Sends `range` by RDMA WRITEs straight from the object's file, mapped
+/// and registered ([`MappedSource`]): one copy, from the page cache to the
+/// client, and no staging buffer. `None` where that is not done, and the
+/// caller reads into staging instead: a range under [`MAP_MIN`], a
+/// hipobj-rc-v2 GET (`crc` is set) of anything but a whole object with a
+/// stored CRC-64/NVME (the checksum v2 names, which the client then checks
+/// against the bytes end to end: the gateway never reads a mapping), or a
+/// mapping the provider does not register.
+async fn from_mapping(
+    ctx: &Transfer<'_>,
+    mover: &mut Mover,
+    range: &FileRange,
+    room: u64,
+    offset: &mut u64,
+    crc: &Option<crc64fast_nvme::Digest>,
+) -> Option<Mapped> {
+    if !ctx.map_files || range.len() < MAP_MIN || range.len() > room || *offset != 0 {
+        return None;
+    }
+    let stored = match crc {
+        Some(_) => Some(range.object_crc64nvme().and_then(stored_crc64)?),
+        None => None,
+    };
+    let (pd, r) = (ctx.pool.pd().clone(), range.clone());
+    let mapped =
+        tokio::task::spawn_blocking(move || MappedSource::map(&pd, r.file(), r.start(), r.len()))
+            .await;
+    let src = match mapped {
+        Ok(Ok(m)) => Arc::new(m),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "the object is not mapped; it is read into staging");
+            return None;
+        }
+        Err(e) => {
+            return Some(Mapped {
+                failure: Some((S3Error::internal(e.to_string()), "500")),
+                crc: None,
+            })
+        }
+    };
+    let chunk = ctx.pool.chunk() as u64;
+    while *offset < range.len() {
+        let n = (range.len() - *offset).min(chunk) as usize;
+        let posted = mover.post_mapped(&src, *offset, n, *offset);
+        let retired = async {
+            posted?;
+            *offset += n as u64;
+            while mover.inflight() >= ctx.depth {
+                mover.complete_oldest(true).await?;
+            }
+            Ok::<(), MoveError>(())
+        }
+        .await;
+        if let Err(e) = retired {
+            return Some(Mapped {
+                failure: Some((S3Error::transfer_failed(e.to_string()), "500")),
+                crc: None,
+            });
+        }
+    }
+    Some(Mapped {
+        failure: None,
+        crc: stored,
+    })
 }
 
 /// Reads `range` from the store's file chunk by chunk straight into

@@ -19,14 +19,18 @@
 mod admit;
 pub mod checksum;
 pub mod choose;
-// The one module with unsafe code: registering a CQ's completion channel
-// with tokio's reactor (`AsyncFd::register_with_interest`), whose contract
-// on the descriptor's lifetime is argued at the call.
+// One of the two modules with unsafe code: registering a CQ's completion
+// channel with tokio's reactor (`AsyncFd::register_with_interest`), whose
+// contract on the descriptor's lifetime is argued at the call.
 #[allow(unsafe_code)]
 pub mod completions;
 pub mod dci;
 pub(crate) mod get;
 mod handshake;
+// The other module with unsafe code: an object's file mapped and
+// registered as a GET's source (mmap, munmap, reg_mr), argued at each call.
+#[allow(unsafe_code)]
+pub mod mapped;
 pub mod mover;
 pub mod pairs;
 mod put;
@@ -330,6 +334,7 @@ impl RdmaEngine {
                 device: &rail.name,
                 depth: engine.depth(),
                 progress_timeout: engine.progress_timeout(),
+                map_files: engine.cfg.map_store_files,
                 pool_timeout: engine.pool_timeout(),
                 share: &share,
                 upstream: &upstream,

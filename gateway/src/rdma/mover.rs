@@ -4,10 +4,11 @@
 
 use super::completions::AsyncCq;
 use super::dci::DciLease;
+use super::mapped::MappedSource;
 use super::pairs::Pair;
 use super::staging::{PoolError, Share, Staging, StagingPool};
 use hipobj_fabric::rc;
-use hipobj_fabric::{DcAddr, QueuePair, RemoteAddr, SendOp, SendWr, WcStatus, WorkCompletion};
+use hipobj_fabric::{DcAddr, QueuePair, RemoteAddr, SendOp, SendWr, Sge, WcStatus, WorkCompletion};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,7 +125,7 @@ pub enum AcquireError {
 pub struct Mover {
     initiator: Option<Initiator>,
     remote: RemoteBuffer,
-    inflight: VecDeque<(Staging, usize)>,
+    inflight: VecDeque<(Held, usize)>,
     next_id: u64,
     progress: Duration,
     failed: bool,
@@ -211,6 +212,39 @@ impl Mover {
         offset: u64,
     ) -> Result<(), MoveError> {
         let op_name = if write { "WRITE" } else { "READ" };
+        let sge = staging.sge(len).map_err(|source| MoveError::Post {
+            op: op_name,
+            source,
+        })?;
+        self.post_held(write, Held::Staging(staging), sge, len, offset)
+    }
+
+    /// Posts a WRITE of `len` bytes at `at` of a mapped file range to the
+    /// client buffer at `offset`; the mapping is held until the WRITE
+    /// completes or is flushed.
+    pub fn post_mapped(
+        &mut self,
+        src: &Arc<MappedSource>,
+        at: u64,
+        len: usize,
+        offset: u64,
+    ) -> Result<(), MoveError> {
+        let sge = src.sge(at, len).map_err(|source| MoveError::Post {
+            op: "WRITE",
+            source,
+        })?;
+        self.post_held(true, Held::Mapped(src.clone()), sge, len, offset)
+    }
+
+    fn post_held(
+        &mut self,
+        write: bool,
+        held: Held,
+        sge: Sge,
+        len: usize,
+        offset: u64,
+    ) -> Result<(), MoveError> {
+        let op_name = if write { "WRITE" } else { "READ" };
         if self.failed {
             return Err(MoveError::Aborted(op_name));
         }
@@ -218,10 +252,6 @@ impl Mover {
             addr: self.remote.addr.wrapping_add(offset),
             rkey: self.remote.rkey,
         };
-        let sge = staging.sge(len).map_err(|source| MoveError::Post {
-            op: op_name,
-            source,
-        })?;
         let (qp, _, dc) = self.qp_cq();
         let wr = SendWr {
             wr_id: self.next_id,
@@ -237,8 +267,8 @@ impl Mover {
             dc,
         };
         if let Err(source) = qp.post_send(&wr) {
-            // Nothing was queued for this buffer; the ones before it are.
-            drop(staging);
+            // Nothing was queued for this memory; the ones before it are.
+            drop(held);
             let e = MoveError::Post {
                 op: op_name,
                 source,
@@ -248,7 +278,7 @@ impl Mover {
             return Err(e);
         }
         self.next_id += 1;
-        self.inflight.push_back((staging, len));
+        self.inflight.push_back((held, len));
         Ok(())
     }
 
@@ -258,7 +288,7 @@ impl Mover {
     pub async fn complete_oldest(
         &mut self,
         write: bool,
-    ) -> Result<Option<(Staging, usize)>, MoveError> {
+    ) -> Result<Option<(Held, usize)>, MoveError> {
         let op_name = if write { "WRITE" } else { "READ" };
         if self.inflight.is_empty() {
             return Ok(None);
@@ -417,9 +447,37 @@ impl Drop for Mover {
     }
 }
 
+/// The memory a posted work request names, held until it completes or is
+/// flushed: a staging buffer, or a mapped file range (a GET's source).
+#[derive(Debug)]
+pub enum Held {
+    /// A staging buffer (back to the pool on drop).
+    Staging(Staging),
+    /// A share of a mapped file range (unmapped when the last goes).
+    Mapped(Arc<MappedSource>),
+}
+
+impl Held {
+    /// The staging buffer, if it is one (a READ's always is).
+    pub fn into_staging(self) -> Option<Staging> {
+        match self {
+            Held::Staging(s) => Some(s),
+            Held::Mapped(_) => None,
+        }
+    }
+
+    /// Never reused or released: a work request may still name it.
+    fn quarantine(self) {
+        match self {
+            Held::Staging(s) => s.quarantine(),
+            Held::Mapped(m) => m.leak(),
+        }
+    }
+}
+
 /// Buffers of work requests not completed yet, held by the flush thread:
 /// whatever is still here when it drops is quarantined, never returned.
-struct Pending(VecDeque<(Staging, usize)>, String);
+struct Pending(VecDeque<(Held, usize)>, String);
 
 impl Drop for Pending {
     fn drop(&mut self) {

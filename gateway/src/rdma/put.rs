@@ -162,7 +162,11 @@ async fn read_all(
             posted += n;
         }
         let (staging, n) = match mover.complete_oldest(false).await {
-            Ok(Some(done)) => done,
+            // A READ lands in staging, never in a mapped range.
+            Ok(Some((held, n))) => match held.into_staging() {
+                Some(s) => (s, n),
+                None => unreachable!("a READ posted from a mapped range"),
+            },
             Ok(None) => break,
             Err(e) => {
                 abort(&tx, e.to_string()).await;

@@ -36,6 +36,8 @@ struct Shared {
     total: usize,
     shares: Arc<KeyShares>,
     quarantined: AtomicUsize,
+    /// The PD the buffers are registered in (that of the rail's QPs).
+    pd: ProtectionDomain,
 }
 
 /// An access key's share of the pool.
@@ -92,8 +94,15 @@ impl StagingPool {
                 total: n,
                 shares,
                 quarantined: AtomicUsize::new(0),
+                pd: pd.clone(),
             }),
         })
+    }
+
+    /// The protection domain of the buffers, which is that of the rail's
+    /// QPs: memory a transfer registers beside them goes there.
+    pub fn pd(&self) -> &ProtectionDomain {
+        &self.shared.pd
     }
 
     /// The share of `access_key`.

@@ -17,6 +17,8 @@ pub(crate) struct Transfer<'a> {
     pub depth: usize,
     /// The progress deadline of a transfer.
     pub progress_timeout: Duration,
+    /// Whether a GET from the embedded store may send from the mapped file.
+    pub map_files: bool,
     /// How long a transfer waits for a staging buffer.
     pub pool_timeout: Duration,
     /// The access key's share of the staging pool.

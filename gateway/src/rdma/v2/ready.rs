@@ -169,6 +169,7 @@ impl RdmaEngine {
             device: &rail.name,
             depth: self.depth(),
             progress_timeout: self.progress_timeout(),
+            map_files: self.cfg.map_store_files,
             pool_timeout: self.pool_timeout(),
             share: &share,
             upstream,
@@ -211,6 +212,28 @@ fn translate(mut r: Response<Body>, request_id: &str) -> Response<Body> {
     }
     r.headers_mut().remove(hipobj_wire::headers::RDMA_REPLY);
     answer::decorate(r, true)
+}
+
+/// `len` bytes at `at` of a PUT session's region, as a body piece. The
+/// region is only read once the client's write has completed and the
+/// session's QP is in ERR; it lives as long as the session, which the
+/// piece holds.
+struct RegionPiece {
+    session: Arc<Session>,
+    at: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for RegionPiece {
+    fn as_ref(&self) -> &[u8] {
+        // In bounds by construction (the stream cuts the region's length);
+        // an empty piece were it not.
+        self.session
+            .region
+            .as_ref()
+            .and_then(|r| r.buf.buf().slice(self.at, self.len).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// A PUT: the client's WRITE_WITH_IMM (perhaps already there), checked,
@@ -264,48 +287,39 @@ async fn put(
         return Err(fail(V2Error::internal("a PUT session without a region")));
     };
     let len = region.buf.buf().len();
-    // The CRC of the bytes, off the event loop.
+    // The CRC of the bytes, off the event loop, read in place: the write
+    // that filled the region has completed and the QP that alone may write
+    // it is in ERR (`stop` above), so nothing legitimate changes it now.
     let s = session.clone();
     let crc = tokio::task::spawn_blocking(move || {
+        let region = s.region.as_ref()?;
+        let bytes = region.buf.buf().slice(0, len).ok()?;
         let mut d = crc64fast_nvme::Digest::new();
-        let mut piece = vec![0u8; BODY_PIECE.min(len)];
-        let mut at = 0;
-        while at < len {
-            let n = (len - at).min(BODY_PIECE);
-            if let Some(r) = s.region.as_ref() {
-                if r.buf.buf().read_at(at, &mut piece[..n]).is_err() {
-                    return None;
-                }
-            }
-            d.write(&piece[..n]);
-            at += n;
-        }
+        d.write(bytes);
         Some(d.sum64())
     })
     .await
     .ok()
     .flatten()
     .ok_or_else(|| fail(V2Error::internal("reading the staging region failed")))?;
-    // The store gets the region a piece at a time (one copy of a piece in
-    // flight beside the region).
+    // The store gets the region a piece at a time, each piece a view of
+    // the region itself (no copy), which holds the session, and so the
+    // region, until the store is done with it.
     let s = session.clone();
     let body = Body::from_stream(futures::stream::unfold(0usize, move |at| {
         let s = s.clone();
         async move {
-            let region = s.region.as_ref()?;
-            let len = region.buf.buf().len();
+            let len = s.region.as_ref()?.buf.buf().len();
             if at >= len {
                 return None;
             }
             let n = (len - at).min(BODY_PIECE);
-            let mut piece = vec![0u8; n];
-            let read: Result<Bytes, BoxError> = region
-                .buf
-                .buf()
-                .read_at(at, &mut piece)
-                .map(|()| Bytes::from(piece))
-                .map_err(|e| e.to_string().into());
-            Some((read, at + n))
+            let piece: Result<Bytes, BoxError> = Ok(Bytes::from_owner(RegionPiece {
+                session: s,
+                at,
+                len: n,
+            }));
+            Some((piece, at + n))
         }
     }));
     let op = if object.uri.query().is_some() {
