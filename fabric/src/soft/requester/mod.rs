@@ -28,37 +28,6 @@ use std::time::{Duration, Instant};
 use transmit::{transmit, transmit_cma, TxError};
 use window::{ack_timeout, drop_conn, wait};
 
-/// The QP's connection, opened (lock released meanwhile) if it has none;
-/// `None` when the QP moved on to another generation meanwhile (the
-/// engine ends).
-fn connection<'a>(
-    qp: &'a Arc<QpInner>,
-    g: std::sync::MutexGuard<'a, super::shared::QpCore>,
-    gen: u64,
-) -> Option<(
-    std::sync::MutexGuard<'a, super::shared::QpCore>,
-    Option<Arc<super::shared::ReqConn>>,
-)> {
-    if let Some(c) = g.conn.clone() {
-        return Some((g, Some(c)));
-    }
-    let to = endpoint(qp, &g);
-    let limit = ack_timeout(qp, &g)
-        .unwrap_or(Duration::from_secs(2))
-        .min(Duration::from_secs(2));
-    drop(g);
-    let c = to.and_then(|(addr, dst)| connect(qp, gen, addr, dst, limit));
-    let mut g = qp.lock();
-    if g.gen != gen {
-        if let Some(c) = c {
-            let _ = c.stream.shutdown(Shutdown::Both);
-        }
-        return None;
-    }
-    g.conn.clone_from(&c);
-    Some((g, c))
-}
-
 /// Starts the engine for generation `gen`.
 pub(crate) fn start(qp: Arc<QpInner>, gen: u64) -> Result<()> {
     std::thread::Builder::new()
@@ -73,18 +42,6 @@ pub(crate) fn start(qp: Arc<QpInner>, gen: u64) -> Result<()> {
 
 fn engine(qp: Arc<QpInner>, gen: u64) {
     let mut g = qp.lock();
-    // An RC QP connects as it enters RTS rather than with its first
-    // request, so that the connection's setup (TCP, the hello, the
-    // same-host check, the peer's threads) overlaps whatever the
-    // application does before it posts, as on a NIC, where an RTS QP
-    // sends at once. A failure here is not the QP's: the first request
-    // tries again, and its timers decide.
-    if qp.qp_type == QpType::Rc && g.state == crate::QpState::Rts {
-        match connection(&qp, g, gen) {
-            Some((g2, _)) => g = g2,
-            None => return,
-        }
-    }
     loop {
         if g.gen != gen || g.state != crate::QpState::Rts {
             return;
@@ -109,10 +66,26 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
             g = wait(&qp, g, deadline);
             continue;
         };
-        let Some((g2, conn)) = connection(&qp, g, gen) else {
-            return;
+        let conn = match g.conn.clone() {
+            Some(c) => Some(c),
+            None => {
+                let to = endpoint(&qp, &g);
+                let limit = ack_timeout(&qp, &g)
+                    .unwrap_or(Duration::from_secs(2))
+                    .min(Duration::from_secs(2));
+                drop(g);
+                let c = to.and_then(|(addr, dst)| connect(&qp, gen, addr, dst, limit));
+                g = qp.lock();
+                if g.gen != gen {
+                    if let Some(c) = c {
+                        let _ = c.stream.shutdown(Shutdown::Both);
+                    }
+                    return;
+                }
+                g.conn.clone_from(&c);
+                c
+            }
         };
-        g = g2;
         // The segment's memory is read outside the lock: a completion that
         // would let the application reuse it waits (QpInner::deliver).
         qp.busy(&mut g);
