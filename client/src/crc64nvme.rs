@@ -119,7 +119,7 @@ fn fold_constants(bits: u32) -> (u64, u64) {
 
 #[cfg(target_arch = "x86_64")]
 mod clmul {
-    use super::{fold_constants, step8, tables, update_table};
+    use crate::crc64nvme::{fold_constants, step8, tables, update_table};
     use std::arch::x86_64::{
         __m128i, _mm_clmulepi64_si128, _mm_loadu_si128, _mm_set_epi64x, _mm_xor_si128,
     };
