@@ -18,6 +18,9 @@ pub enum Section {
     Big,
     /// An object larger than any buffer, by RDMA in parts and ranges.
     Huge,
+    /// Small objects (4 KiB and 128 KiB by default) from 16 concurrent
+    /// clients: operations per second and latency on the three paths.
+    Small,
     /// Concurrent clients for a fixed count of requests (last: the plain
     /// proxy's connection buffers stay resident in the gateway after it).
     Concurrency,
@@ -52,6 +55,21 @@ pub struct Args {
     /// Object size in the concurrency section [default: 16MiB].
     #[arg(long, value_parser = parse_size)]
     pub(super) concurrent_size: Option<u64>,
+    /// Object sizes of the small-objects section, comma-separated
+    /// [default: 4KiB,128KiB].
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    pub(super) small_sizes: Vec<u64>,
+    /// The RDMA path's protocol: v2 (hipobj-rc-v2), handshake (the
+    /// connect-first flow) or auto (v2 where the server speaks it).
+    #[arg(long, default_value = "auto", value_name = "v2|handshake|auto")]
+    pub(super) rdma_protocol: hipobj_s3::RdmaProtocol,
+    /// Concurrent clients in the small-objects section.
+    #[arg(long, default_value_t = 16)]
+    pub(super) small_clients: usize,
+    /// Requests per size, path and direction in the small-objects section
+    /// [default: 2000].
+    #[arg(long)]
+    pub(super) small_requests: Option<usize>,
     /// The single-buffer RDMA object [default: 4GiB, the most one
     /// registered buffer holds].
     #[arg(long, value_parser = parse_size)]
@@ -115,6 +133,11 @@ pub(super) struct Plan {
     pub(super) clients: usize,
     pub(super) requests: usize,
     pub(super) concurrent_size: u64,
+    pub(super) small_sizes: Vec<u64>,
+    pub(super) small_clients: usize,
+    pub(super) small_requests: usize,
+    /// The RDMA path's protocol, as given.
+    pub(super) rdma_protocol: &'static str,
     pub(super) big_size: u64,
     pub(super) huge_size: u64,
     pub(super) huge_part: u64,
@@ -134,6 +157,7 @@ impl Plan {
                 Section::Latency,
                 Section::Big,
                 Section::Huge,
+                Section::Small,
                 Section::Concurrency,
             ]
         } else {
@@ -160,6 +184,14 @@ impl Plan {
             concurrent_size: a
                 .concurrent_size
                 .unwrap_or(if q { 1 << 20 } else { 16 << 20 }),
+            small_sizes: if a.small_sizes.is_empty() {
+                vec![4 << 10, 128 << 10]
+            } else {
+                a.small_sizes.clone()
+            },
+            small_clients: a.small_clients.max(1),
+            small_requests: a.small_requests.unwrap_or(if q { 64 } else { 2000 }).max(1),
+            rdma_protocol: a.rdma_protocol.as_str(),
             big_size: a.big_size.unwrap_or(if q { 256 << 20 } else { 4 << 30 }),
             huge_size: a.huge_size.unwrap_or(if q { 1 << 30 } else { 10 << 30 }),
             huge_part: a.huge_part.unwrap_or(if q { 256 << 20 } else { 1 << 30 }),
@@ -176,6 +208,9 @@ impl Plan {
         };
         if p.sizes.iter().any(|s| *s == 0 || *s > 4 << 30) {
             bail!("--sizes must be between 1 byte and 4GiB (one registered buffer)");
+        }
+        if p.small_sizes.iter().any(|s| *s == 0 || *s > 64 << 20) {
+            bail!("--small-sizes must be between 1 byte and 64MiB");
         }
         if p.big_size == 0 || p.big_size > 4 << 30 {
             bail!("--big-size must be between 1 byte and 4GiB (one registered buffer)");

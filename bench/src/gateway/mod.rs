@@ -67,6 +67,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     results.concurrency =
                         concurrency(&env, plan.clients, plan.requests, plan.concurrent_size)?
                 }
+                Section::Small => {
+                    for size in &plan.small_sizes {
+                        let rows =
+                            concurrency(&env, plan.small_clients, plan.small_requests, *size)?;
+                        results.small.push((*size, rows));
+                    }
+                }
                 Section::Big => results.big = Some(big(&env, plan.big_size)?),
                 Section::Huge => results.huge = Some(huge(&env, plan.huge_size, plan.huge_part)?),
             }
@@ -107,6 +114,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let errors: u64 = results.concurrency.iter().map(|r| r.errors).sum();
     if errors > 0 {
         bail!("{errors} requests failed in the concurrency section");
+    }
+    let errors: u64 = results
+        .small
+        .iter()
+        .flat_map(|(_, rows)| rows)
+        .map(|r| r.errors)
+        .sum();
+    if errors > 0 {
+        bail!("{errors} requests failed in the small-objects section");
     }
     Ok(())
 }

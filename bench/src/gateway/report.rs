@@ -45,6 +45,9 @@ pub(super) fn render(r: &Report<'_>) -> String {
     if !res.latency.is_empty() {
         latency(&mut o, p, &res.latency);
     }
+    if !res.small.is_empty() {
+        small(&mut o, p, &res.small);
+    }
     if !res.concurrency.is_empty() {
         concurrency(&mut o, p, &res.concurrency, pool_mib);
     }
@@ -273,6 +276,75 @@ fn concurrency(o: &mut String, p: &Plan, rows: &[ConcurrencyRow], pool_mib: u64)
                 row.way.label(),
                 if row.put { "PUT" } else { "GET" }
             );
+        }
+    }
+}
+
+/// Small objects from several clients at once: operations per second and
+/// latency per path, each against plain HTTP through the gateway.
+fn small(o: &mut String, p: &Plan, sizes: &[(u64, Vec<ConcurrencyRow>)]) {
+    heading(
+        o,
+        format_args!(
+            "Small objects: {} concurrent clients, {} requests per size, path and direction (RDMA protocol: {})",
+            p.small_clients, p.small_requests, p.rdma_protocol
+        ),
+    );
+    table(
+        o,
+        "| size | op | path | ok | errors | ops/s | p50 (ms) | p99 (ms) | ops/s ÷ HTTP via gateway | p50 ÷ HTTP via gateway |",
+    );
+    for (size, rows) in sizes {
+        for put in [true, false] {
+            let http = rows
+                .iter()
+                .find(|r| r.put == put && matches!(r.way, Way::GatewayHttp));
+            for row in rows.iter().filter(|r| r.put == put) {
+                let ops = row.ok as f64 / row.secs.max(f64::MIN_POSITIVE);
+                let p50 = quantile(&row.lat_ms, 0.5);
+                let (rate, lat) = match http {
+                    Some(h) => {
+                        let h_ops = h.ok as f64 / h.secs.max(f64::MIN_POSITIVE);
+                        let h_p50 = quantile(&h.lat_ms, 0.5);
+                        (
+                            format!("{:.2}x", ops / h_ops.max(f64::MIN_POSITIVE)),
+                            format!("{:.2}x", p50 / h_p50.max(f64::MIN_POSITIVE)),
+                        )
+                    }
+                    None => ("n/a".to_string(), "n/a".to_string()),
+                };
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {rate} | {lat} |",
+                    human(*size),
+                    if put { "PUT" } else { "GET" },
+                    row.way.label(),
+                    row.ok,
+                    row.errors,
+                    ops,
+                    p50,
+                    quantile(&row.lat_ms, 0.99),
+                );
+            }
+        }
+    }
+    let _ = writeln!(o);
+    let verified: usize = sizes.iter().flat_map(|(_, r)| r).map(|r| r.verified).sum();
+    let _ = writeln!(
+        o,
+        "After each GET phase every client read its object back into a poisoned buffer and checked every byte ({verified} objects checked)."
+    );
+    for (size, rows) in sizes {
+        for row in rows {
+            if let Some(e) = &row.first_error {
+                let _ = writeln!(
+                    o,
+                    "First error ({} {} {}): {e}",
+                    human(*size),
+                    row.way.label(),
+                    if row.put { "PUT" } else { "GET" }
+                );
+            }
         }
     }
 }

@@ -72,6 +72,8 @@ pub(super) struct Results {
     pub(super) throughput: Vec<ThroughputRow>,
     pub(super) latency: Vec<LatencyRow>,
     pub(super) concurrency: Vec<ConcurrencyRow>,
+    /// The small-objects section: each size and its rows.
+    pub(super) small: Vec<(u64, Vec<ConcurrencyRow>)>,
     pub(super) big: Option<BigRow>,
     pub(super) huge: Option<HugeRow>,
 }

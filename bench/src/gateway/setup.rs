@@ -238,6 +238,7 @@ pub(super) fn start(a: &Args, plan: &Plan, bins: &Bins) -> anyhow::Result<(Serve
         if rdma {
             c.rdma_memory = Some(lib.clone());
             c.require_rdma = true;
+            c.rdma_protocol = a.rdma_protocol;
         }
         S3Client::new(c)
     };
