@@ -124,7 +124,7 @@ pub(crate) async fn run(
 
     if let Some(range) = head.extensions.get::<FileRange>().cloned() {
         drop(body);
-        failure = match from_mapping(ctx, &mut mover, &range, remote.len, &mut offset, &crc).await {
+        failure = match from_mapping(ctx, &mut mover, &range, remote.len, &mut offset).await {
             Some(Mapped {
                 failure,
                 crc: stored,
@@ -288,21 +288,11 @@ struct Mapped {
     crc: Option<u64>,
 }
 
-/// A stored `x-amz-checksum-crc64nvme` (base64 of the 8 bytes, big-endian;
-/// a composite one, `...-N`, is not a CRC of the bytes and is refused).
-fn stored_crc64(v: &str) -> Option<u64> {
-    use base64::Engine as _;
-    let b = base64::engine::general_purpose::STANDARD
-        .decode(v.trim())
-        .ok()?;
-    Some(u64::from_be_bytes(b.try_into().ok()?))
-}
-
 /// Sends `range` by RDMA WRITEs straight from the object's file, mapped
 /// and registered ([`MappedSource`]): one copy, from the page cache to the
 /// client, and no staging buffer. `None` where that is not done, and the
 /// caller reads into staging instead: a range under [`MAP_MIN`], a
-/// hipobj-rc-v2 GET (`crc` is set) of anything but a whole object with a
+/// hipobj-rc-v2 GET of anything but a whole object with a
 /// stored CRC-64/NVME (the checksum v2 names, which the client then checks
 /// against the bytes end to end: the gateway never reads a mapping), or a
 /// mapping the provider does not register.
@@ -312,13 +302,16 @@ async fn from_mapping(
     range: &FileRange,
     room: u64,
     offset: &mut u64,
-    crc: &Option<crc64fast_nvme::Digest>,
 ) -> Option<Mapped> {
     if !ctx.map_files || range.len() < MAP_MIN || range.len() > room || *offset != 0 {
         return None;
     }
-    let stored = match crc {
-        Some(_) => Some(range.object_crc64nvme().and_then(stored_crc64)?),
+    let stored = match ctx.v2 {
+        Some(_) => Some(
+            range
+                .object_crc64nvme()
+                .and_then(hipobj_wire::checksum::crc64nvme_from_value)?,
+        ),
         None => None,
     };
     let (pd, r) = (ctx.pool.pd().clone(), range.clone());
@@ -341,17 +334,7 @@ async fn from_mapping(
     let chunk = ctx.pool.chunk() as u64;
     while *offset < range.len() {
         let n = (range.len() - *offset).min(chunk) as usize;
-        let posted = mover.post_mapped(&src, *offset, n, *offset);
-        let retired = async {
-            posted?;
-            *offset += n as u64;
-            while mover.inflight() >= ctx.depth {
-                mover.complete_oldest(true).await?;
-            }
-            Ok::<(), MoveError>(())
-        }
-        .await;
-        if let Err(e) = retired {
+        if let Err(e) = post_mapped(mover, &src, n, offset, ctx.depth).await {
             return Some(Mapped {
                 failure: Some((S3Error::transfer_failed(e.to_string()), "500")),
                 crc: None,
@@ -448,6 +431,30 @@ async fn post(
     depth: usize,
 ) -> Result<(), MoveError> {
     mover.post(true, staging, len, *offset)?;
+    advance(mover, len, offset, depth).await
+}
+
+/// [`post`] from the mapped file, whose range starts at the object's
+/// first byte sent (`offset` in both).
+async fn post_mapped(
+    mover: &mut Mover,
+    src: &Arc<MappedSource>,
+    len: usize,
+    offset: &mut u64,
+    depth: usize,
+) -> Result<(), MoveError> {
+    mover.post_mapped(src, *offset, len, *offset)?;
+    advance(mover, len, offset, depth).await
+}
+
+/// After a chunk of `len` bytes was posted at `offset`: moves `offset` past
+/// it and retires the oldest writes while `depth` are in flight.
+async fn advance(
+    mover: &mut Mover,
+    len: usize,
+    offset: &mut u64,
+    depth: usize,
+) -> Result<(), MoveError> {
     *offset += len as u64;
     while mover.inflight() >= depth {
         mover.complete_oldest(true).await?;

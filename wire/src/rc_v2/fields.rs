@@ -2,7 +2,6 @@
 //! length and alphabet (hex in either case, as both sources read it) and
 //! every formatter writes lower case, as both sources' clients send it.
 
-use base64::Engine as _;
 use std::fmt;
 use thiserror::Error;
 
@@ -258,22 +257,10 @@ impl Span {
 /// spare bits zero), so that one value has one spelling.
 pub fn parse_checksum(s: &str) -> Result<u64, FieldError> {
     const WANT: &str = "CRC64NVME and 12 base64 characters";
-    let b64 = s
-        .strip_prefix("CRC64NVME ")
+    s.strip_prefix("CRC64NVME ")
         .filter(|b| b.len() == 12)
-        .ok_or_else(|| malformed(super::H_CHECKSUM, s, WANT))?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .map_err(|_| malformed(super::H_CHECKSUM, s, WANT))?;
-    let arr: [u8; 8] = bytes
-        .try_into()
-        .map_err(|_| malformed(super::H_CHECKSUM, s, WANT))?;
-    // A strict decode re-encodes to the same text (base64's default engine
-    // refuses non-zero spare bits already; this also pins the padding).
-    if format_checksum(u64::from_be_bytes(arr)) != s {
-        return Err(malformed(super::H_CHECKSUM, s, WANT));
-    }
-    Ok(u64::from_be_bytes(arr))
+        .and_then(crate::checksum::crc64nvme_from_value)
+        .ok_or_else(|| malformed(super::H_CHECKSUM, s, WANT))
 }
 
 /// The [`parse_checksum`] value of a CRC.
