@@ -294,30 +294,30 @@ pub fn rc_v2(sessions: usize, transfers: usize, put_bytes: u64) {
     gauge!(RC_V2_PUT_BYTES).set(put_bytes as f64);
 }
 
-/// A client connection opened (`true`) or closed.
-pub fn http_connection(open: bool) {
-    let g = gauge!(HTTP_CONNECTIONS);
-    if open {
+/// A gauge one up (`true`) or one down.
+fn step(name: &'static str, up: bool) {
+    let g = gauge!(name);
+    if up {
         g.increment(1.0);
     } else {
         g.decrement(1.0);
     }
 }
 
-/// An RDMA GET that read `bytes` from the embedded store's file straight
-/// into staging buffers.
+/// A client connection opened (`true`) or closed.
+pub fn http_connection(open: bool) {
+    step(HTTP_CONNECTIONS, open);
+}
+
+/// An RDMA GET that took `bytes` from the embedded store's file directly
+/// (into staging buffers, or mapped).
 pub fn store_direct_bytes(bytes: u64) {
     counter!(STORE_DIRECT_BYTES).increment(bytes);
 }
 
 /// An object file mapped for a GET (`true`) or released.
 pub fn store_mapped_region(held: bool) {
-    let g = gauge!(STORE_MAPPED_REGIONS);
-    if held {
-        g.increment(1.0);
-    } else {
-        g.decrement(1.0);
-    }
+    step(STORE_MAPPED_REGIONS, held);
 }
 
 /// Bytes a GET's WRITEs took from the object's mapped file.
@@ -328,12 +328,7 @@ pub fn store_mapped_bytes(bytes: u64) {
 /// A request started (`true`: its head is read) or ended (its response
 /// sent whole, or dropped).
 pub fn http_request_in_flight(start: bool) {
-    let g = gauge!(HTTP_REQUESTS_IN_FLIGHT);
-    if start {
-        g.increment(1.0);
-    } else {
-        g.decrement(1.0);
-    }
+    step(HTTP_REQUESTS_IN_FLIGHT, start);
 }
 
 /// A client connection the front refused or closed itself, and why.
