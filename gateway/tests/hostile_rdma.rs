@@ -7,7 +7,7 @@ use crate::hostile_common;
 
 use hipobj_testkit::process::gateway_with;
 use hipobj_testkit::rdma::{client, pattern, RdmaOps};
-use hipobj_testkit::s3::{assert_error, S3};
+use hipobj_testkit::s3::{assert_error, Answer, S3};
 use hipobj_wire::{Gid, Transport};
 use hostile_common::*;
 use http::Method;
@@ -302,6 +302,54 @@ fn impossible_buffers_are_400_before_any_rdma() {
 /// Defect 6 (medium): clients that stall hold staging buffers only until
 /// their progress deadline, so a well-behaved client sharing the pool is
 /// served, not refused with 503 after the pool timeout.
+/// `n` GETs of the `len`-byte object at `path`, each from a fake client
+/// that stalls (takes no more of the transfer), each on a thread of its
+/// own: the clients and the threads, whose answers come once the gateway
+/// gives up.
+fn stalled_gets(
+    url: &str,
+    s3: &S3,
+    path: &str,
+    len: usize,
+    n: usize,
+) -> Vec<(FakePeer, std::thread::JoinHandle<Answer>)> {
+    (0..n)
+        .map(|_| {
+            let peer = FakePeer::start(true);
+            let (url, path) = (url.to_string(), path.to_string());
+            let token = peer.token(Transport::Rc, 0x10_0000, len as u64, 9);
+            let hs = rdma(s3, Method::HEAD, &path, &peer.handshake_token());
+            assert_eq!(hs.status, 200);
+            let t = std::thread::spawn(move || rdma(&S3::new(&url), Method::GET, &path, &token));
+            (peer, t)
+        })
+        .collect()
+}
+
+/// Each stalled GET failed at its progress deadline (500
+/// RDMATransferFailed); its client then resumes.
+fn fail_stalled_gets(stalled: Vec<(FakePeer, std::thread::JoinHandle<Answer>)>) {
+    for (peer, t) in stalled {
+        let a = t.join().unwrap();
+        assert_error(&a, 500, "RDMATransferFailed", Some("500"), "stalled GET");
+        peer.resume();
+    }
+}
+
+/// The `len`-byte object at `path` by an RDMA GET into a buffer of its
+/// own (answered 200).
+fn rdma_get(s3: &S3, path: &str, len: usize) -> Vec<u8> {
+    let lib = client();
+    let mut back = vec![0u8; len];
+    {
+        let buf = lib.register_host(&mut back).unwrap();
+        let mut ops = RdmaOps::new(s3, Method::GET, path);
+        buf.get(0, len, &mut ops).unwrap();
+        assert_eq!(ops.last().status, 200, "{}", ops.last().text());
+    }
+    back
+}
+
 #[test]
 fn stalled_transfers_release_the_pool_after_their_progress_deadline() {
     let gw = gateway_with(
@@ -331,36 +379,13 @@ fn stalled_transfers_release_the_pool_after_their_progress_deadline() {
         .status
         .is_success());
     // Two stalled GETs, four buffers each: the whole pool.
-    let stalled: Vec<_> = (0..2)
-        .map(|_| {
-            let peer = FakePeer::start(true);
-            let url = gw.url.clone();
-            let token = peer.token(Transport::Rc, 0x10_0000, obj.len() as u64, 9);
-            let hs = rdma(&s3, Method::HEAD, "/bkt/big", &peer.handshake_token());
-            assert_eq!(hs.status, 200);
-            let t =
-                std::thread::spawn(move || rdma(&S3::new(&url), Method::GET, "/bkt/big", &token));
-            (peer, t)
-        })
-        .collect();
+    let stalled = stalled_gets(&gw.url, &s3, "/bkt/big", obj.len(), 2);
     assert!(eventually(Duration::from_secs(10), || metric(
         &gw.url,
         "hipobj_staging_buffers_in_use"
     ) >= 8.0));
-    let lib = client();
-    let mut back = vec![0u8; small.len()];
-    {
-        let buf = lib.register_host(&mut back).unwrap();
-        let mut ops = RdmaOps::new(&s3, Method::GET, "/bkt/small");
-        buf.get(0, small.len(), &mut ops).unwrap();
-        assert_eq!(ops.last().status, 200, "{}", ops.last().text());
-    }
-    assert!(back == small);
-    for (peer, t) in stalled {
-        let a = t.join().unwrap();
-        assert_error(&a, 500, "RDMATransferFailed", Some("500"), "stalled GET");
-        peer.resume();
-    }
+    assert!(rdma_get(&s3, "/bkt/small", small.len()) == small);
+    fail_stalled_gets(stalled);
 }
 
 /// The same stall, GETs sent from the object's mapped file: each holds its
@@ -374,41 +399,18 @@ fn stalled_mapped_gets_release_their_mapping_after_the_progress_deadline() {
     s3.create_bucket("bkt");
     let obj = pattern(3, 8 * MIB);
     assert!(s3.put_plain("/bkt/big", obj.clone()).status.is_success());
-    let stalled: Vec<_> = (0..2)
-        .map(|_| {
-            let peer = FakePeer::start(true);
-            let url = gw.url.clone();
-            let token = peer.token(Transport::Rc, 0x10_0000, obj.len() as u64, 9);
-            let hs = rdma(&s3, Method::HEAD, "/bkt/big", &peer.handshake_token());
-            assert_eq!(hs.status, 200);
-            let t =
-                std::thread::spawn(move || rdma(&S3::new(&url), Method::GET, "/bkt/big", &token));
-            (peer, t)
-        })
-        .collect();
+    let stalled = stalled_gets(&gw.url, &s3, "/bkt/big", obj.len(), 2);
     assert!(
         eventually(Duration::from_secs(10), || metric(&gw.url, REGIONS) == 2.0),
         "both stalled GETs hold a mapping"
     );
     assert_eq!(metric(&gw.url, "hipobj_staging_buffers_in_use"), 0.0);
-    for (peer, t) in stalled {
-        let a = t.join().unwrap();
-        assert_error(&a, 500, "RDMATransferFailed", Some("500"), "stalled GET");
-        peer.resume();
-    }
+    fail_stalled_gets(stalled);
     assert!(
         eventually(Duration::from_secs(10), || metric(&gw.url, REGIONS) == 0.0),
         "the mappings are released"
     );
-    let lib = client();
-    let mut back = vec![0u8; obj.len()];
-    {
-        let buf = lib.register_host(&mut back).unwrap();
-        let mut ops = RdmaOps::new(&s3, Method::GET, "/bkt/big");
-        buf.get(0, obj.len(), &mut ops).unwrap();
-        assert_eq!(ops.last().status, 200, "{}", ops.last().text());
-    }
-    assert!(back == obj);
+    assert!(rdma_get(&s3, "/bkt/big", obj.len()) == obj);
     assert_eq!(metric(&gw.url, REGIONS), 0.0);
 }
 

@@ -7,19 +7,13 @@
 
 use hipobj_testkit::process::gateway_with;
 use hipobj_testkit::rc_v2::{self as v2, target};
-use hipobj_testkit::rdma::pattern;
+use hipobj_testkit::rdma::{crc64nvme as crc, pattern};
 use hipobj_testkit::s3::{xml_field, S3};
 use hipobj_wire::rc_v2::{Span, Target};
 use http::Method;
 
 fn bin() -> &'static std::path::Path {
     std::path::Path::new(env!("CARGO_BIN_EXE_hipobj-gateway"))
-}
-
-fn crc(data: &[u8]) -> u64 {
-    let mut d = crc64fast_nvme::Digest::new();
-    d.write(data);
-    d.sum64()
 }
 
 #[test]

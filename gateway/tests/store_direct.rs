@@ -9,30 +9,28 @@
 
 use std::path::Path;
 
-use hipobj_testkit::process::gateway_with;
+use hipobj_testkit::process::{gateway_with, ServerProc};
 use hipobj_testkit::rdma::{client, pattern, RdmaOps};
 use hipobj_testkit::s3::{xml_field, S3};
 use http::Method;
 
 const MIB: usize = 1 << 20;
+
+/// A gateway in front of its embedded store in a directory of its own
+/// (returned: the tests reach into it), with `extra` arguments.
+fn gateway_on_a_store(extra: &[&str]) -> (tempfile::TempDir, ServerProc) {
+    let store = tempfile::tempdir().unwrap();
+    let mut args = vec!["--data-dir", store.path().to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let gw = gateway_with(Path::new(env!("CARGO_BIN_EXE_hipobj-gateway")), &args, &[]);
+    (store, gw)
+}
 const DIRECT: &str = "hipobj_rdma_store_direct_bytes_total";
 const MAPPED: &str = "hipobj_rdma_store_mapped_bytes_total";
 
 #[test]
 fn rdma_gets_read_the_store_file_straight_into_staging() {
-    let store = tempfile::tempdir().unwrap();
-    let gw = gateway_with(
-        Path::new(env!("CARGO_BIN_EXE_hipobj-gateway")),
-        &[
-            "--data-dir",
-            store.path().to_str().unwrap(),
-            "--chunk-mib",
-            "1",
-            "--staging-buffers",
-            "4",
-        ],
-        &[],
-    );
+    let (_store, gw) = gateway_on_a_store(&["--chunk-mib", "1", "--staging-buffers", "4"]);
     let s3 = S3::new(&gw.url);
     s3.create_bucket("direct");
     let len = 5 * MIB + 3;
@@ -92,12 +90,7 @@ fn rdma_gets_read_the_store_file_straight_into_staging() {
 /// the object's file.
 #[test]
 fn a_part_is_read_from_its_place_in_the_file() {
-    let store = tempfile::tempdir().unwrap();
-    let gw = gateway_with(
-        Path::new(env!("CARGO_BIN_EXE_hipobj-gateway")),
-        &["--data-dir", store.path().to_str().unwrap()],
-        &[],
-    );
+    let (_store, gw) = gateway_on_a_store(&[]);
     let s3 = S3::new(&gw.url);
     s3.create_bucket("parts");
     let (p1, p2) = (pattern(1, 5 * MIB), pattern(2, MIB + 7));
@@ -157,18 +150,9 @@ fn object_file(store: &Path, len: u64) -> std::path::PathBuf {
 #[test]
 fn a_v2_get_from_the_mapped_file_names_the_stored_crc() {
     use hipobj_testkit::rc_v2::{self as v2, target};
+    use hipobj_testkit::rdma::crc64nvme as crc;
     use hipobj_wire::rc_v2::Span;
-    let crc = |b: &[u8]| {
-        let mut d = crc64fast_nvme::Digest::new();
-        d.write(b);
-        d.sum64()
-    };
-    let store = tempfile::tempdir().unwrap();
-    let gw = gateway_with(
-        Path::new(env!("CARGO_BIN_EXE_hipobj-gateway")),
-        &["--data-dir", store.path().to_str().unwrap()],
-        &[],
-    );
+    let (store, gw) = gateway_on_a_store(&[]);
     let s3 = S3::new(&gw.url);
     s3.create_bucket("mapped");
     let len = 3 * MIB + 5;
@@ -210,12 +194,7 @@ fn a_v2_get_from_the_mapped_file_names_the_stored_crc() {
 /// store's 502), the gateway lives on and serves the next GET.
 #[test]
 fn a_file_cut_short_fails_the_get_and_nothing_else() {
-    let store = tempfile::tempdir().unwrap();
-    let gw = gateway_with(
-        Path::new(env!("CARGO_BIN_EXE_hipobj-gateway")),
-        &["--data-dir", store.path().to_str().unwrap()],
-        &[],
-    );
+    let (store, gw) = gateway_on_a_store(&[]);
     let s3 = S3::new(&gw.url);
     s3.create_bucket("short");
     let len = 2 * MIB + 1;

@@ -134,10 +134,15 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     v
 }
 
+/// The CRC-64/NVME of `data`.
+pub fn crc64nvme(data: &[u8]) -> u64 {
+    let mut d = crc64fast_nvme::Digest::new();
+    d.write(data);
+    d.sum64()
+}
+
 /// The `x-amz-checksum-crc64nvme` value of `data`: base64 of the big-endian
 /// CRC-64/NVME.
 pub fn crc64nvme_b64(data: &[u8]) -> String {
-    let mut d = crc64fast_nvme::Digest::new();
-    d.write(data);
-    hipobj_wire::checksum::crc64nvme_value(d.sum64())
+    hipobj_wire::checksum::crc64nvme_value(crc64nvme(data))
 }
