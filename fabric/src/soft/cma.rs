@@ -86,9 +86,9 @@ fn descriptor_of(pidfd: &std::os::fd::OwnedFd, fd: u32) -> Option<std::os::fd::O
 /// stream socket whose addresses are `stream`'s swapped, in the same
 /// network namespace (a 4-tuple names one connected TCP socket there).
 fn far_end_owner(stream: &TcpStream, far: std::os::fd::OwnedFd) -> Option<u32> {
-    let meta = std::fs::File::from(far.try_clone().ok()?).metadata().ok()?;
-    let owner = std::os::unix::fs::MetadataExt::uid(&meta);
-    let sock = socket2::Socket::from(far);
+    let file = std::fs::File::from(far);
+    let owner = std::os::unix::fs::MetadataExt::uid(&file.metadata().ok()?);
+    let sock = socket2::Socket::from(std::os::fd::OwnedFd::from(file));
     if sock.r#type().ok()? != socket2::Type::STREAM
         || sock.protocol().ok()? != Some(socket2::Protocol::TCP)
     {
@@ -171,9 +171,9 @@ pub(crate) enum Refusal {
     ProcessOfAnotherUser,
 }
 
-/// The four uids (real, effective, saved, filesystem) of `pid`'s `status`.
-fn process_uids(pid: &str) -> Option<[u32; 4]> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+/// The four uids (real, effective, saved, filesystem) a `status` file
+/// names.
+fn uids_in(status: &str) -> Option<[u32; 4]> {
     let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
     let ids: Vec<u32> = line
         .split_whitespace()
@@ -182,19 +182,37 @@ fn process_uids(pid: &str) -> Option<[u32; 4]> {
     ids.try_into().ok()
 }
 
-/// Whether this process is root or holds `CAP_SYS_PTRACE` (effective).
-fn privileged() -> bool {
+/// The four uids of `pid`'s `status`.
+fn process_uids(pid: &str) -> Option<[u32; 4]> {
+    uids_in(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
+}
+
+/// This process as a check needs it, from one read of its `status`.
+struct Own {
+    /// Its effective uid (`None`: unreadable).
+    euid: Option<u32>,
+    /// Root, or `CAP_SYS_PTRACE` effective (`true` when unreadable).
+    privileged: bool,
+}
+
+fn own() -> Own {
     const CAP_SYS_PTRACE: u32 = 19;
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return true;
+        return Own {
+            euid: None,
+            privileged: true,
+        };
     };
-    let euid = process_uids("self").map_or(0, |u| u[1]);
+    let euid = uids_in(&status).map(|u| u[1]);
     let caps = status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         .unwrap_or(u64::MAX);
-    euid == 0 || caps & (1 << CAP_SYS_PTRACE) != 0
+    Own {
+        euid,
+        privileged: euid.unwrap_or(0) == 0 || caps & (1 << CAP_SYS_PTRACE) != 0,
+    }
 }
 
 /// Checks the responder's process `pid`, which names `fd` as its end of
@@ -207,8 +225,9 @@ pub(crate) fn verify_peer(
     fd: u32,
     allow_privileged: bool,
 ) -> Result<PeerProcess, Refusal> {
+    let own = own();
     // Copies into this very process lend no privilege to anyone.
-    if !allow_privileged && pid != std::process::id() && privileged() {
+    if !allow_privileged && pid != std::process::id() && own.privileged {
         return Err(Refusal::Privileged);
     }
     let pidfd = open_pidfd(pid).ok_or(Refusal::NoProcess)?;
@@ -217,9 +236,7 @@ pub(crate) fn verify_peer(
     let far = descriptor_of(&pidfd, fd).ok_or(Refusal::NotTheHolder)?;
     let peer = PeerProcess { pid, pidfd };
     let far_uid = far_end_owner(stream, far).ok_or(Refusal::NotTheHolder)?;
-    let me = process_uids("self")
-        .map(|u| u[1])
-        .ok_or(Refusal::NoProcess)?;
+    let me = own.euid.ok_or(Refusal::NoProcess)?;
     if far_uid != me {
         return Err(Refusal::SocketOfAnotherUser);
     }
