@@ -11,7 +11,7 @@ use crate::types::{
     AccessFlags, DeviceInfo, GidEntry, PortAttr, QpAttr, QpAttrMask, QpCap, QpState, QpType,
     RecvWr, SendWr, Sge, WorkCompletion,
 };
-use std::alloc::{self, Layout};
+use memmap2::MmapMut;
 use std::fmt;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
@@ -383,6 +383,16 @@ impl DcTarget {
 /// Page-aligned, zeroed host memory that is only ever touched through raw
 /// pointers, so a device may write it while the owner holds no reference.
 ///
+/// Each buffer is an anonymous memory mapping of its own, not memory of the
+/// process's heap: memory a device may access shares no page with the
+/// allocator's other objects (a NIC's registration pins whole pages, and a
+/// page the heap shared with a registered buffer would stay pinned, or be
+/// copied on `fork`, with it); its pages come from the kernel zeroed and
+/// resident only once touched; and it goes back to the kernel the moment
+/// the buffer is dropped (`munmap`), where an allocator would keep a freed
+/// staging region resident until it purges. Its resident pages show in
+/// `/proc/<pid>/smaps` as a mapping of the buffer's size, apart from the heap.
+///
 /// Rust code writes it only through `&mut self` ([`write_at`](Self::write_at),
 /// [`fill`](Self::fill)), so no two Rust accesses race; reads take `&self`.
 /// The device's accesses (an RDMA WRITE landing, an RDMA READ or SEND being
@@ -394,9 +404,12 @@ impl DcTarget {
 pub struct HostBuffer {
     ptr: NonNull<u8>,
     len: usize,
+    /// The mapping `ptr` points into, unmapped on drop. Never dereferenced
+    /// after `ptr` was taken from it: every access goes through `ptr`.
+    _map: MmapMut,
 }
 
-// SAFETY: HostBuffer owns its allocation exclusively (like a Box<[u8]>) and
+// SAFETY: HostBuffer owns its mapping exclusively (like a Box<[u8]>) and
 // all access goes through raw-pointer copies whose ranges are checked.
 unsafe impl Send for HostBuffer {}
 // SAFETY: shared (`&self`) access only reads, by raw-pointer copies; every
@@ -404,20 +417,25 @@ unsafe impl Send for HostBuffer {}
 // access (device accesses are outside Rust, see the type's documentation).
 unsafe impl Sync for HostBuffer {}
 
-const PAGE: usize = 4096;
-
 impl HostBuffer {
-    /// Allocates `len` zeroed bytes (at least one page is reserved so that a
+    /// Maps `len` zeroed bytes (at least one page is mapped, so that a
     /// zero-length buffer still has a valid address).
     pub fn zeroed(len: usize) -> Result<HostBuffer> {
-        let layout = Layout::from_size_align(len.max(1), PAGE).map_err(|_| {
-            FabricError::invalid("alloc_buffer", format!("{len} bytes is too large"))
-        })?;
-        // SAFETY: the layout's size is non-zero.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw)
+        if isize::try_from(len).is_err() {
+            return Err(FabricError::invalid(
+                "alloc_buffer",
+                format!("{len} bytes is too large"),
+            ));
+        }
+        let mut map = MmapMut::map_anon(len.max(1))
+            .map_err(|e| FabricError::no_resources("alloc_buffer", format!("{len} bytes: {e}")))?;
+        let ptr = NonNull::new(map.as_mut_ptr())
             .ok_or_else(|| FabricError::no_resources("alloc_buffer", format!("{len} bytes")))?;
-        Ok(HostBuffer { ptr, len })
+        Ok(HostBuffer {
+            ptr,
+            len,
+            _map: map,
+        })
     }
 
     /// Start address.
@@ -515,17 +533,6 @@ impl HostBuffer {
     }
 }
 
-impl Drop for HostBuffer {
-    fn drop(&mut self) {
-        // Cannot fail: the same layout was accepted at allocation.
-        if let Ok(layout) = Layout::from_size_align(self.len.max(1), PAGE) {
-            // SAFETY: `ptr` came from alloc_zeroed with this very layout and
-            // is freed once, here.
-            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
-        }
-    }
-}
-
 impl fmt::Debug for HostBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HostBuffer")
@@ -589,5 +596,37 @@ mod tests {
         let empty = HostBuffer::zeroed(0).unwrap();
         assert_eq!(empty.slice(0, 0).unwrap(), b"");
         assert!(empty.slice(0, 1).is_err());
+    }
+
+    /// The `/proc/self/maps` range that contains `addr`, and its path
+    /// column (empty for an anonymous mapping).
+    fn mapping_of(addr: usize) -> Option<(usize, usize, String)> {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        maps.lines().find_map(|line| {
+            let mut cols = line.split_whitespace();
+            let (a, b) = cols.next()?.split_once('-')?;
+            let a = usize::from_str_radix(a, 16).ok()?;
+            let b = usize::from_str_radix(b, 16).ok()?;
+            let path = cols.nth(4).unwrap_or("").to_string();
+            (a <= addr && addr < b).then_some((a, b, path))
+        })
+    }
+
+    #[test]
+    fn each_buffer_is_zeroed_anonymous_memory_mapped_apart_from_the_heap() {
+        const LEN: usize = 3 * 4096 + 100;
+        let mut b = HostBuffer::zeroed(LEN).unwrap();
+        let addr = b.as_ptr() as usize;
+        assert_eq!(addr % 4096, 0, "page-aligned");
+        assert!(b.slice(0, LEN).unwrap().iter().all(|&x| x == 0));
+        b.fill(0xa5);
+        assert!(b.slice(0, LEN).unwrap().iter().all(|&x| x == 0xa5));
+        // An anonymous mapping that covers the whole buffer (the kernel may
+        // merge it with a neighbouring one), not `[heap]`. Whether drop
+        // unmaps it is not checked here: another test's thread may map the
+        // freed range again at once.
+        let (start, end, path) = mapping_of(addr).expect("the buffer is mapped");
+        assert!(start <= addr && addr + LEN <= end);
+        assert_eq!(path, "", "an anonymous mapping");
     }
 }

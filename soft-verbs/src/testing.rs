@@ -81,10 +81,17 @@ pub fn library_path() -> PathBuf {
 
 /// The staticlib cargo built in the same compilation as the rlib linked
 /// into `exe`: the `deps/libhipobj_soft_verbs-*.a` that holds the same
-/// mangled name of [`library_dir`] (legacy mangling, whose trailing hash
-/// differs between compilations), or None.
+/// mangled name of this very function (legacy mangling, whose trailing
+/// hash differs between compilations), or None.
+///
+/// The name is looked up in `exe`'s symbol table, so this function must
+/// stay a function of its own there: never inlined. (It used to be
+/// `library_dir`'s name, found in the debug information while tests were
+/// built with full debug information; `library_dir` is inlined into
+/// `library_path`, and line tables alone do not carry its mangled name.)
+#[inline(never)]
 fn own_archive(exe: &Path, profile_dir: &Path) -> Option<PathBuf> {
-    const PREFIX: &[u8] = b"17hipobj_soft_verbs7testing11library_dir17h";
+    const PREFIX: &[u8] = b"17hipobj_soft_verbs7testing11own_archive17h";
     let bin = std::fs::read(exe).ok()?;
     // The prefix, 16 hex digits of hash, and the closing `E` (this
     // constant is in the binary too, followed by other bytes).
