@@ -12,6 +12,11 @@
 //!   PCLMULQDQ" describes, at memory speed rather than the table's few
 //!   GB/s; a GET of 64 MiB verified its checksum in ~25 ms with the table,
 //!   about as long as the copy itself;
+//! - **the same folding on 512-bit registers** (x86-64 with AVX-512F and
+//!   VPCLMULQDQ, chosen at run time, for 1 KiB and more): four registers
+//!   of four lanes fold 256 bytes a step. Measured side by side (best of
+//!   five passes over 256 MiB, one core): 67 against 23 GB/s on a 1 MiB
+//!   buffer, 24 against 17 GB/s on 64 MiB, where memory bounds both;
 //! - **slice-by-8 tables**, everywhere else and for what is left after the
 //!   lanes.
 //!
@@ -31,6 +36,12 @@ pub fn crc64nvme(bytes: &[u8]) -> u64 {
 
 /// Continues the (reflected, un-inverted) register `crc` over `bytes`.
 fn update(crc: u64, bytes: &[u8]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if bytes.len() >= clmul::WIDE_MIN_LEN && clmul::wide_available() {
+        // SAFETY: the CPU has AVX-512F, VPCLMULQDQ and PCLMULQDQ, checked
+        // at run time just above, and `bytes` is at least WIDE_MIN_LEN long.
+        return unsafe { clmul::update_wide(crc, bytes) };
+    }
     #[cfg(target_arch = "x86_64")]
     if bytes.len() >= clmul::MIN_LEN && clmul::available() {
         // SAFETY: the CPU has PCLMULQDQ (and SSE2, part of x86-64), checked
@@ -121,7 +132,9 @@ fn fold_constants(bits: u32) -> (u64, u64) {
 mod clmul {
     use crate::crc64nvme::{fold_constants, step8, tables, update_table};
     use std::arch::x86_64::{
-        __m128i, _mm_clmulepi64_si128, _mm_loadu_si128, _mm_set_epi64x, _mm_xor_si128,
+        __m128i, __m512i, _mm512_broadcast_i32x4, _mm512_clmulepi64_epi128, _mm512_loadu_si512,
+        _mm512_set_epi64, _mm512_xor_si512, _mm_clmulepi64_si128, _mm_loadu_si128, _mm_set_epi64x,
+        _mm_xor_si128,
     };
     use std::sync::OnceLock;
 
@@ -136,6 +149,26 @@ mod clmul {
         *HAS.get_or_init(|| std::arch::is_x86_feature_detected!("pclmulqdq"))
     }
 
+    /// Below this the 128-bit lanes are as fast (the wide path's last
+    /// block takes fifteen folds to come down to one lane).
+    pub(super) const WIDE_MIN_LEN: usize = 1024;
+    /// 512-bit registers folded in parallel, each four 128-bit lanes.
+    const WIDE: usize = 4;
+    const WIDE_BLOCK: usize = WIDE * 64;
+    /// 128-bit lanes in a wide block.
+    const WIDE_LANES: usize = WIDE_BLOCK / 16;
+
+    /// Whether the CPU has the 512-bit carry-less multiplication
+    /// (VPCLMULQDQ with AVX-512F: Ice Lake and later, Zen 4 and later).
+    pub(super) fn wide_available() -> bool {
+        static HAS: OnceLock<bool> = OnceLock::new();
+        *HAS.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("pclmulqdq")
+                && std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("vpclmulqdq")
+        })
+    }
+
     /// The constants, packed as the folds use them: `(first half's, second
     /// half's)` for a fold over `bits`.
     struct Constants {
@@ -146,6 +179,12 @@ mod clmul {
         onto_last: [(u64, u64); LANES - 1],
         /// Over one lane.
         lane: (u64, u64),
+        /// Over one wide block (each 128-bit lane of a 512-bit register
+        /// to its place in the next wide block).
+        wide_block: (u64, u64),
+        /// Lane i of the last wide block onto its last lane: over
+        /// `(WIDE_LANES - 1 - i) * 128` bits.
+        wide_onto_last: [(u64, u64); WIDE_LANES - 1],
     }
 
     fn constants() -> &'static Constants {
@@ -154,6 +193,10 @@ mod clmul {
             block: fold_constants((BLOCK * 8) as u32),
             onto_last: std::array::from_fn(|i| fold_constants(((LANES - 1 - i) * 128) as u32)),
             lane: fold_constants(128),
+            wide_block: fold_constants((WIDE_BLOCK * 8) as u32),
+            wide_onto_last: std::array::from_fn(|i| {
+                fold_constants(((WIDE_LANES - 1 - i) * 128) as u32)
+            }),
         })
     }
 
@@ -200,7 +243,25 @@ mod clmul {
         for (i, lane) in lanes[..LANES - 1].iter().enumerate() {
             acc = _mm_xor_si128(acc, fold(*lane, pack(c.onto_last[i])));
         }
-        let k = pack(c.lane);
+        // SAFETY: the CPU has PCLMULQDQ (this function's own contract).
+        unsafe { finish(acc, bytes, at) }
+    }
+
+    /// The register after `bytes[..at]`, given `acc`, the last 16 bytes
+    /// before `at` with everything earlier folded into them; on over the
+    /// rest of `bytes`.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must have PCLMULQDQ; `at` is at most `bytes.len()`.
+    #[target_feature(enable = "pclmulqdq")]
+    unsafe fn finish(mut acc: __m128i, bytes: &[u8], mut at: usize) -> u64 {
+        let load = |at: usize| -> __m128i {
+            let lane = &bytes[at..at + 16];
+            // SAFETY: `lane` is 16 readable bytes; the load is unaligned.
+            unsafe { _mm_loadu_si128(lane.as_ptr().cast()) }
+        };
+        let k = pack(constants().lane);
         while at + 16 <= bytes.len() {
             acc = _mm_xor_si128(fold(acc, k), load(at));
             at += 16;
@@ -216,6 +277,54 @@ mod clmul {
         let t = tables();
         let r = step8(t, step8(t, a) ^ b);
         update_table(r, &bytes[at..])
+    }
+
+    /// The 512-bit form of [`update`]: four registers of four 128-bit
+    /// lanes each fold 256 bytes a step (VPCLMULQDQ multiplies the four
+    /// lanes of a register at once), then the sixteen lanes of the last
+    /// block are folded onto one and [`finish`] goes on as the narrow
+    /// form does.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must have AVX-512F, VPCLMULQDQ and PCLMULQDQ; `bytes` must
+    /// hold at least [`WIDE_MIN_LEN`] bytes.
+    #[target_feature(enable = "avx512f,vpclmulqdq,pclmulqdq")]
+    pub(super) unsafe fn update_wide(crc: u64, bytes: &[u8]) -> u64 {
+        let c = constants();
+        let load = |at: usize| -> __m512i {
+            let block = &bytes[at..at + 64];
+            // SAFETY: `block` is 64 readable bytes; the load is unaligned.
+            unsafe { _mm512_loadu_si512(block.as_ptr().cast()) }
+        };
+        let mut regs: [__m512i; WIDE] = std::array::from_fn(|i| load(i * 64));
+        // The register enters as an xor into the first eight bytes (the
+        // last argument is the lowest quadword).
+        regs[0] = _mm512_xor_si512(regs[0], _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0, crc as i64));
+        let k = _mm512_broadcast_i32x4(pack(c.wide_block));
+        let mut at = WIDE_BLOCK;
+        while at + WIDE_BLOCK <= bytes.len() {
+            for (i, reg) in regs.iter_mut().enumerate() {
+                let folded = _mm512_xor_si512(
+                    _mm512_clmulepi64_epi128::<0x00>(*reg, k),
+                    _mm512_clmulepi64_epi128::<0x11>(*reg, k),
+                );
+                *reg = _mm512_xor_si512(folded, load(at + i * 64));
+            }
+            at += WIDE_BLOCK;
+        }
+        // SAFETY: __m512i and [__m128i; 4] have the same size and any bits
+        // are valid for both; lane 0 is the register's low 128 bits, the
+        // first 16 of the 64 bytes it was loaded from.
+        let lanes: [[__m128i; 4]; WIDE] =
+            regs.map(|r| unsafe { std::mem::transmute::<__m512i, [__m128i; 4]>(r) });
+        let lanes = lanes.as_flattened();
+        let mut acc = lanes[WIDE_LANES - 1];
+        for (i, lane) in lanes[..WIDE_LANES - 1].iter().enumerate() {
+            acc = _mm_xor_si128(acc, fold(*lane, pack(c.wide_onto_last[i])));
+        }
+        // SAFETY: the CPU has PCLMULQDQ (this function's own contract).
+        unsafe { finish(acc, bytes, at) }
     }
 }
 
@@ -237,7 +346,9 @@ mod tests {
         getrandom::fill(&mut data).unwrap();
         let table = |b: &[u8]| !update_table(!0, b);
         for off in 0..17 {
-            for len in (0..700).chain([4095, 4096, 4097, 65_000]) {
+            // Every length to 1400 covers the 512-bit form's edges (from
+            // 1024, blocks of 256 bytes) as well as the narrow one's.
+            for len in (0..1400).chain([4095, 4096, 4097, 65_000]) {
                 if off + len > data.len() {
                     continue;
                 }
@@ -248,6 +359,12 @@ mod tests {
                     // SAFETY: checked just above.
                     let c = unsafe { !clmul::update(!0, b) };
                     assert_eq!(c, table(b), "carry-less: off {off} len {len}");
+                }
+                #[cfg(target_arch = "x86_64")]
+                if len >= clmul::WIDE_MIN_LEN && clmul::wide_available() {
+                    // SAFETY: checked just above.
+                    let c = unsafe { !clmul::update_wide(!0, b) };
+                    assert_eq!(c, table(b), "512-bit: off {off} len {len}");
                 }
             }
         }
