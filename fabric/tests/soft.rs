@@ -10,3 +10,4 @@ mod soft_dc;
 mod soft_errors;
 mod soft_transfer;
 mod soft_two_processes;
+mod soft_versions;

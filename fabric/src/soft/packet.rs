@@ -460,6 +460,17 @@ impl HelloAck {
     }
 }
 
+/// The soft wire version a header names, when it is a soft provider's
+/// header (the magic) of another version than this one's: a peer running
+/// another hipobj release, which this one cannot talk to. `None` for this
+/// version's headers and for bytes that are not a soft header at all.
+pub fn foreign_version(b: &[u8]) -> Option<u8> {
+    match b {
+        [m0, m1, v, ..] if u16::from_le_bytes([*m0, *m1]) == MAGIC && *v != VERSION => Some(*v),
+        _ => None,
+    }
+}
+
 fn u32_at(b: &[u8], at: usize) -> u32 {
     let mut w = [0u8; 4];
     w.copy_from_slice(&b[at..at + 4]);

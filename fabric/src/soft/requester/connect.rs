@@ -5,7 +5,7 @@
 use super::receiver::receive;
 use crate::soft::cma;
 use crate::soft::memory;
-use crate::soft::packet::{Hello, HelloAck, HELLO_ACK_LEN};
+use crate::soft::packet::{self, Hello, HelloAck, HELLO_ACK_LEN};
 use crate::soft::shared::{QpCore, QpInner, ReqConn};
 use crate::types::QpType;
 use std::net::{Shutdown, SocketAddrV4, TcpStream};
@@ -63,6 +63,19 @@ fn open_stream(
     let ack = memory::read_header::<HELLO_ACK_LEN>(&stream);
     let ack = match ack {
         Ok(Some(b)) if HelloAck::decode(&b).is_some() => HelloAck::decode(&b)?,
+        Ok(Some(b)) if packet::foreign_version(&b).is_some() => {
+            tracing::warn!(
+                qpn = format_args!("{:#x}", qp.qpn),
+                %addr,
+                theirs = packet::foreign_version(&b),
+                ours = packet::VERSION,
+                "soft requester: the responder speaks another soft wire version \
+                 (another hipobj release: run the same one on both ends); its requests \
+                 end in RETRY_EXC_ERR"
+            );
+            let _ = stream.shutdown(Shutdown::Both);
+            return None;
+        }
         other => {
             fail(
                 "the peer did not answer the hello",

@@ -16,7 +16,9 @@ mod rc;
 
 use crate::soft::cma;
 use crate::soft::memory;
-use crate::soft::packet::{Hello, HelloAck, ReqOp, Request, FLAG_CMA, HELLO_LEN, REQUEST_LEN};
+use crate::soft::packet::{
+    self, Hello, HelloAck, ReqOp, Request, FLAG_CMA, HELLO_LEN, REQUEST_LEN,
+};
 use crate::soft::shared::{DeviceShared, Target};
 use crate::soft::stats::Event;
 use dc::dct_request;
@@ -35,7 +37,22 @@ fn accept_hello(dev: &DeviceShared, stream: &TcpStream) -> Option<(Hello, bool)>
     let peer = stream.peer_addr().ok()?;
     stream.set_read_timeout(Some(HELLO_TIMEOUT)).ok()?;
     let hello = match memory::read_header::<HELLO_LEN>(stream) {
-        Ok(Some(b)) => Hello::decode(&b),
+        Ok(Some(b)) => match packet::foreign_version(&b) {
+            Some(theirs) => {
+                tracing::warn!(
+                    %peer,
+                    theirs,
+                    ours = packet::VERSION,
+                    "soft responder: the requester speaks another soft wire version \
+                     (another hipobj release: run the same one on both ends); closed"
+                );
+                // This provider's answer, whose version the requester
+                // reports on its side in the same terms; nothing follows.
+                let _ = memory::send_bytes(stream, &HelloAck::PLAIN.encode(), false);
+                return None;
+            }
+            None => Hello::decode(&b),
+        },
         _ => None,
     };
     let Some(hello) = hello else {
