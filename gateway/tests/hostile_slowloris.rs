@@ -411,3 +411,38 @@ fn a_stalled_body_and_a_client_that_stops_reading_are_cut_off() {
     // Others are served.
     assert_object(&s3, "/stall/big", &big);
 }
+
+/// A request head larger than a connection's read buffer (64 KiB) is
+/// refused with 431 and the connection closed, before any of it is
+/// buffered further; a head of a few tens of KiB (far over S3's 8 KiB) is
+/// still read and answered.
+#[test]
+fn a_head_over_the_read_buffer_is_refused() {
+    let gw = gateway_with(bin(), &[], &[]);
+    let head_with = |filler: usize| {
+        format!(
+            "GET /health/live HTTP/1.1\r\nHost: x\r\nx-filler: {}\r\n\r\n",
+            "a".repeat(filler)
+        )
+    };
+    let mut s = TcpStream::connect(addr(&gw)).unwrap();
+    s.write_all(head_with(40 << 10).as_bytes()).unwrap();
+    let (head, body) = read_response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"{\"status\":\"ok\"}\n");
+
+    let mut s = TcpStream::connect(addr(&gw)).unwrap();
+    // The gateway may close while the rest is still being written.
+    let _ = s.write_all(head_with(100 << 10).as_bytes());
+    let got = read_to_close(&mut s);
+    let got = String::from_utf8_lossy(&got);
+    assert!(
+        got.starts_with("HTTP/1.1 431"),
+        "expected 431 Request Header Fields Too Large, got {got:?}"
+    );
+    // A new connection is served.
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("heads");
+    assert_eq!(s3.put_plain("/heads/o", b"x".to_vec()).status.as_u16(), 200);
+    assert_object(&s3, "/heads/o", b"x");
+}

@@ -191,6 +191,10 @@ impl RemoteUpstream {
         };
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
+            // A response streams through reads of at most this much (hyper's
+            // default buffer grows to 408 KiB per connection, and a pool
+            // keeps one per store connection).
+            .http1_max_buf_size(crate::server::READ_BUFFER_MAX)
             .pool_idle_timeout(options.pool_idle_timeout)
             .set_host(false)
             .build(connector);
