@@ -620,7 +620,37 @@ fn send_longer_than_the_receive_is_an_invalid_request() {
     assert_eq!(b.qp.state().unwrap(), QpState::Err);
 }
 
+/// A request the posting thread sent itself, the engine asleep, is still
+/// under the ACK timer: when the responder stops answering (its QP moved to
+/// ERR after a first request succeeded), the request is retransmitted and
+/// fails with RETRY_EXC_ERR as any other.
+fn an_unanswered_inline_request_is_retried_and_times_out() {
+    let p = fast_provider();
+    let (a, b) = (End::new(&p), End::new(&p));
+    connect(&a, &b);
+    let remote = b.buffer(4096, RW);
+    let first = write_with(&a, remote.mr().rkey(), remote.mr().addr(), 4096);
+    assert_eq!(first.status, WcStatus::Success);
+    // Long enough for the engine to fall asleep with nothing to send.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let to_err = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    b.qp.modify(&to_err, QpAttrMask::STATE).unwrap();
+    let before = a.stats().now().sent_inline;
+    let wc = write_with(&a, remote.mr().rkey(), remote.mr().addr(), 4096);
+    assert_eq!(wc.status, WcStatus::RetryExcErr, "{wc:?}");
+    assert_eq!(wc.vendor_err, hipobj_fabric::soft::vendor_err::NO_ACK);
+    assert_eq!(a.stats().now().sent_inline, before + 1);
+    // The request and each of its 7 retransmissions were dropped.
+    b.stats()
+        .wait_for(LONG, |c| c.dropped_not_ready >= 8)
+        .unwrap_or_else(|c| panic!("the responder did not drop 8 requests: {c:?}"));
+}
+
 both_paths!(
+    an_unanswered_inline_request_is_retried_and_times_out,
     unknown_rkey_is_a_remote_access_error,
     rkey_from_another_pd_is_a_remote_access_error,
     range_outside_the_region_is_a_remote_access_error,

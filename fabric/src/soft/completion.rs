@@ -87,7 +87,11 @@ impl QpInner {
             while let Some((side, wc)) = g.held.pop_front() {
                 self.push_now(side, wc);
             }
-            self.wake.notify_all();
+            // Only a destroy waits for the count to reach zero (the engine
+            // does not: waking it here would cost a switch per packet).
+            if g.destroyed {
+                self.wake.notify_all();
+            }
         }
     }
 
@@ -152,6 +156,11 @@ impl QpInner {
         g.gen += 1;
         g.timer = None;
         g.rnr_until = None;
+        // A transmitter of the old generation may still be in send(2) on
+        // the old connection (shut down below); it no longer speaks for
+        // the QP, and one of a new generation uses a new connection.
+        g.tx_active = false;
+        g.engine_idle = false;
         if let Some(c) = g.conn.take() {
             if g.cma_copying {
                 g.cma_deferred_close = Some(c);

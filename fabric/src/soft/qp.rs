@@ -186,8 +186,7 @@ impl QpInner {
             len,
             cma_read_done: false,
         });
-        drop(g);
-        self.wake.notify_all();
+        requester::post(self, g, len);
         Ok(())
     }
 

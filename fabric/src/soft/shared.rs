@@ -439,6 +439,13 @@ pub(crate) struct QpCore {
     pub cma_copying: bool,
     /// A connection to close once the copy is over.
     pub cma_deferred_close: Option<Arc<ReqConn>>,
+    /// A thread is writing one of this QP's packets to its connection
+    /// outside the lock (the engine, or a posting thread sending inline):
+    /// no other may start one, or their bytes would interleave.
+    pub tx_active: bool,
+    /// The engine is waiting with nothing to send: an acknowledgement that
+    /// leaves nothing to send need not wake it.
+    pub engine_idle: bool,
 }
 
 /// Which of a QP's completion queues a completion goes to.

@@ -1,6 +1,6 @@
 //! What a soft device counts: requests its responder dropped and why,
 //! accesses to registered memory in flight, same-host grants, waiting
-//! deregistrations, requester connections lost. A leaf: atomics only.
+//! deregistrations, requester connections lost, requests sent inline. A leaf: atomics only.
 //!
 //! The counters are how a test (or an operator) sees events a NIC would
 //! show in its hardware counters, instead of guessing them from time: a
@@ -45,6 +45,9 @@ pub struct SoftCounters {
     /// Connections of this device's requesters that ended under them
     /// (closed by the responder, or broken), not closed by the requester.
     pub requester_connections_lost: u64,
+    /// Requests whose packet the posting thread sent itself, the QP being
+    /// idle, instead of waking its engine.
+    pub sent_inline: u64,
 }
 
 /// The live counters of one device.
@@ -60,6 +63,7 @@ pub(crate) struct Counters {
     grants_expired: AtomicU64,
     deregistrations_waiting: AtomicU64,
     requester_connections_lost: AtomicU64,
+    sent_inline: AtomicU64,
 }
 
 /// Something counted (a total that only grows).
@@ -71,6 +75,7 @@ pub(crate) enum Event {
     GrantFailed,
     GrantExpired,
     RequesterConnectionLost,
+    SentInline,
 }
 
 /// A gauge: up while the returned [`Up`] lives.
@@ -92,6 +97,7 @@ impl Counters {
             Event::GrantFailed => &self.grants_failed,
             Event::GrantExpired => &self.grants_expired,
             Event::RequesterConnectionLost => &self.requester_connections_lost,
+            Event::SentInline => &self.sent_inline,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }
@@ -123,6 +129,7 @@ impl Counters {
             grants_expired: r(&self.grants_expired),
             deregistrations_waiting: r(&self.deregistrations_waiting),
             requester_connections_lost: r(&self.requester_connections_lost),
+            sent_inline: r(&self.sent_inline),
         }
     }
 }

@@ -16,17 +16,17 @@ mod transmit;
 mod window;
 
 use super::completion::vendor_err;
-use super::shared::QpInner;
+use super::shared::{QpCore, QpInner, ReqConn};
 use crate::error::{FabricError, Result};
 use crate::types::{QpType, WcStatus};
 use connect::{connect, endpoint};
 use packets::next_packet;
 use receiver::{fail_at, on_timeout};
 use std::net::Shutdown;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 use transmit::{transmit, transmit_cma, TxError};
-use window::{ack_timeout, drop_conn, wait};
+use window::{ack_timeout, drop_conn, idle_deadline, outstanding, unsent, wait, CMA_MIN};
 
 /// Starts the engine for generation `gen`.
 pub(crate) fn start(qp: Arc<QpInner>, gen: u64) -> Result<()> {
@@ -60,10 +60,21 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
             }
             g.rnr_until = None;
         }
+        if g.tx_active {
+            // A posting thread is sending inline: it wakes the engine when
+            // it is done if anything is left to send.
+            g.engine_idle = !unsent(&g);
+            let deadline = idle_deadline(&qp, &g);
+            g = wait(&qp, g, deadline);
+            g.engine_idle = false;
+            continue;
+        }
         let cma = qp.qp_type == QpType::Rc && g.conn.as_ref().is_some_and(|c| c.cma().is_some());
         let Some(out) = next_packet(&mut g, cma) else {
-            let deadline = g.timer;
+            g.engine_idle = true;
+            let deadline = idle_deadline(&qp, &g);
             g = wait(&qp, g, deadline);
+            g.engine_idle = false;
             continue;
         };
         let conn = match g.conn.clone() {
@@ -89,6 +100,7 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
         // The segment's memory is read outside the lock: a completion that
         // would let the application reuse it waits (QpInner::deliver).
         qp.busy(&mut g);
+        g.tx_active = true;
         drop(g);
         let res = match &conn {
             None => Err(TxError::Unreachable),
@@ -100,23 +112,84 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
         if g.gen != gen {
             return;
         }
-        match res {
-            Ok(()) | Err(TxError::Unreachable) => {}
-            Err(TxError::Io) => drop_conn(&mut g, conn.as_ref().map(|c| c.id)),
-            Err(TxError::LocalKey) => {
-                drop_conn(&mut g, conn.as_ref().map(|c| c.id));
-                fail_at(
-                    &qp,
-                    &mut g,
-                    out.req.psn,
-                    WcStatus::LocProtErr,
-                    vendor_err::LOCAL_KEY,
-                );
-                continue;
-            }
+        g.tx_active = false;
+        settle(&qp, &mut g, res, conn.as_ref(), out.req.psn);
+    }
+}
+
+/// What follows a transmission, for the engine and an inline sender alike:
+/// an I/O error drops the connection (the ACK timer resends), a local key
+/// error fails the request and moves the QP to ERR, and the ACK timer
+/// starts if it was not running.
+fn settle(
+    qp: &QpInner,
+    g: &mut QpCore,
+    res: std::result::Result<(), TxError>,
+    conn: Option<&Arc<ReqConn>>,
+    psn: u32,
+) {
+    match res {
+        Ok(()) | Err(TxError::Unreachable) => {}
+        Err(TxError::Io) => drop_conn(g, conn.map(|c| c.id)),
+        Err(TxError::LocalKey) => {
+            drop_conn(g, conn.map(|c| c.id));
+            fail_at(qp, g, psn, WcStatus::LocProtErr, vendor_err::LOCAL_KEY);
+            return;
         }
-        if g.timer.is_none() {
-            g.timer = ack_timeout(&qp, &g).map(|t| Instant::now() + t);
-        }
+    }
+    if g.timer.is_none() {
+        g.timer = ack_timeout(qp, g).map(|t| Instant::now() + t);
+    }
+}
+
+/// The largest request a posting thread sends itself (below the same-host
+/// path's threshold, so always one packet over the stream, and small enough
+/// that an idle connection's socket buffer takes it without blocking).
+const INLINE_MAX: u64 = CMA_MIN - 1;
+
+/// Hands a just-posted request to the wire. When the RC QP is idle (its
+/// connection is up, nothing is unacknowledged or being sent, no RNR wait)
+/// and the request is small, the posting thread sends its packet itself:
+/// one thread hand-off fewer on the way to the peer than waking the engine
+/// (the engine still owns the timer, retransmission and everything else).
+/// Otherwise the engine is woken, as before.
+pub(crate) fn post(qp: &QpInner, mut g: MutexGuard<'_, QpCore>, len: u64) {
+    let idle = qp.qp_type == QpType::Rc
+        && g.state == crate::QpState::Rts
+        && len <= INLINE_MAX
+        && !g.tx_active
+        && g.rnr_until.is_none()
+        && !outstanding(&g)
+        && g.sq.len() == 1;
+    let conn = g.conn.clone().filter(|_| idle);
+    let out = match &conn {
+        Some(_) => next_packet(&mut g, false),
+        None => None,
+    };
+    let (Some(conn), Some(out)) = (conn, out) else {
+        drop(g);
+        qp.wake.notify_all();
+        return;
+    };
+    debug_assert!(!out.cma);
+    let gen = g.gen;
+    // As in the engine: the memory is read outside the lock.
+    qp.busy(&mut g);
+    g.tx_active = true;
+    drop(g);
+    qp.dev.stats.count(crate::soft::stats::Event::SentInline);
+    let res = transmit(qp, &conn, &out);
+    let mut g = qp.lock();
+    qp.unbusy(&mut g);
+    if g.gen != gen {
+        return;
+    }
+    g.tx_active = false;
+    settle(qp, &mut g, res, Some(&conn), out.req.psn);
+    // The engine, asleep meanwhile, picks up whatever else was posted; a
+    // timer started here fires by its bounded sleep (window::idle_deadline).
+    if unsent(&g) || !g.engine_idle {
+        drop(g);
+        qp.wake.notify_all();
     }
 }

@@ -2,7 +2,7 @@
 //! responses (whose data it places straight into local memory), completing
 //! requests in order; and the local ACK timer's expiry.
 
-use super::window::{ack_timeout, drop_conn, outstanding};
+use super::window::{ack_timeout, drop_conn, outstanding, unsent};
 use crate::soft::completion::vendor_err;
 use crate::soft::memory::{self, dead_region, walk, KeyError, Piece};
 use crate::soft::packet::{RespOp, Response, Syndrome, CMA_GRANT_LEN, RESPONSE_LEN};
@@ -54,7 +54,12 @@ fn progress(qp: &QpInner, g: &mut QpCore) {
     } else {
         None
     };
-    qp.wake.notify_all();
+    // An engine idle with nothing left to send has nothing to do with the
+    // news (its sleep ends by the old deadline, before the new one): the
+    // common case of one request at a time costs no wake-up here.
+    if unsent(g) || !g.engine_idle {
+        qp.wake.notify_all();
+    }
 }
 
 pub(super) fn on_timeout(qp: &QpInner, g: &mut QpCore) {

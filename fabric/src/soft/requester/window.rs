@@ -24,6 +24,27 @@ pub(super) fn outstanding(g: &QpCore) -> bool {
     psn::diff(g.sent_hi, g.una) > 0
 }
 
+/// Posted segments not transmitted yet (or to be transmitted again).
+pub(super) fn unsent(g: &QpCore) -> bool {
+    psn::diff(g.next_psn, g.send_psn) > 0
+}
+
+/// Until when the engine sleeps with nothing to send: the ACK timer's
+/// expiry, or with no timer running, one timeout from now. A posting thread
+/// may send a packet and start the timer while the engine sleeps (see
+/// [`super::post`]) without waking it; a timer started after the engine fell
+/// asleep expires after the sleep ends, so the engine, awake by then, fires
+/// it on time. The sleep is never under 1 ms, so that an idle QP with a
+/// scaled-down timer does not spin (its timer may then fire up to 1 ms
+/// late, well inside the IB specification's bound: up to four times the
+/// nominal timeout).
+pub(super) fn idle_deadline(qp: &QpInner, g: &QpCore) -> Option<Instant> {
+    if g.timer.is_some() {
+        return g.timer;
+    }
+    ack_timeout(qp, g).map(|t| Instant::now() + t.max(Duration::from_millis(1)))
+}
+
 pub(super) fn wait<'a>(
     qp: &'a QpInner,
     g: MutexGuard<'a, QpCore>,
