@@ -135,10 +135,15 @@ fn control_requests_are_signed_whole_and_sessions_are_their_keys_own() {
     other_qp.qpn ^= 0x10;
     let r = v2::ready(&a, &other_qp).unwrap_err();
     error(&r, 400, "InvalidRdmaRequest");
-    assert_eq!(r.header("x-amz-rdma-capabilities").as_deref(), Some("mp"));
-    // The owner's READY with its cookie moves the bytes.
+    assert_eq!(
+        r.header("x-amz-rdma-capabilities").as_deref(),
+        Some("mp, hipobj-handshake")
+    );
+    // The owner's READY with its cookie moves the bytes; FINAL says the
+    // endpoint serves parts and the handshake flow.
     let f = v2::ready(&a, &ready_of(&c, ans.session, cookie)).unwrap();
     assert_eq!(f.bytes, 10_000);
+    assert!(f.parts && f.handshake, "{f:?}");
     assert!(c.read(10_000) == data);
     // Replayed: the session is gone.
     error(

@@ -60,7 +60,8 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', value_parser = parse_size)]
     pub(super) small_sizes: Vec<u64>,
     /// The RDMA path's protocol: v2 (hipobj-rc-v2), handshake (the
-    /// connect-first flow) or auto (v2 where the server speaks it).
+    /// connect-first flow) or auto (v2 where the server speaks it; the
+    /// handshake flow for 1 MiB and less where it says it serves that too).
     #[arg(long, default_value = "auto", value_name = "v2|handshake|auto")]
     pub(super) rdma_protocol: hipobj_s3::RdmaProtocol,
     /// Concurrent clients in the small-objects section.

@@ -243,6 +243,7 @@ impl FakeServer {
             version_id: None,
             checksum: Some(crc),
             parts: true,
+            handshake: false,
         })
     }
 }

@@ -22,7 +22,9 @@ pub struct NicArgs {
     pub nic: Option<String>,
     /// The RDMA protocol: v2 (hipobj-rc-v2: PREPARE, READY), handshake (a
     /// token on each S3 request, after a connect-first handshake), or auto
-    /// (v2, then the handshake flow where a server does not speak v2)
+    /// (v2, then the handshake flow where a server does not speak v2; and
+    /// transfers of 1 MiB or less by the handshake flow at a server whose
+    /// v2 answers say it serves it, as hipobj's gateway does)
     /// [default: HIPOBJ_RDMA_PROTOCOL, else auto]. Either way a server
     /// without RDMA gets plain HTTP.
     #[arg(long = "rdma-protocol", value_name = "v2|handshake|auto")]

@@ -14,6 +14,9 @@ pub const DEFAULT_NO_RDMA_TTL: Duration = Duration::from_secs(5 * 60);
 /// Default time an endpoint of several is avoided after it failed an
 /// attempt (refused, reset, timed out, 502/503/504).
 pub const DEFAULT_ENDPOINT_COOLDOWN: Duration = Duration::from_secs(10);
+/// Default largest transfer that `auto` sends by the handshake flow rather
+/// than hipobj-rc-v2 at a server that serves both: 1 MiB.
+pub const DEFAULT_AUTO_HANDSHAKE_MAX: u64 = 1 << 20;
 /// The smallest part S3 accepts (but the last).
 pub const MIN_PART_SIZE: usize = 5 << 20;
 
@@ -165,6 +168,18 @@ pub struct ClientConfig {
     pub bind_to_token_nic: bool,
     /// Which RDMA protocol to speak (default [`RdmaProtocol::Auto`]).
     pub rdma_protocol: RdmaProtocol,
+    /// Under [`RdmaProtocol::Auto`], transfers of at most this many bytes
+    /// (a GET's room in the buffer, when the object's size is not given)
+    /// go by the handshake flow at an endpoint known to serve it, instead
+    /// of hipobj-rc-v2 first (default 1 MiB; 0: v2 first for every size).
+    /// An endpoint is known to serve it when a v2 answer there said so
+    /// (`x-amz-rdma-capabilities: hipobj-handshake`, which hipobj's gateway
+    /// and test server send), in the last minute: the first small transfer
+    /// goes by v2 and learns it. The handshake flow keeps its connected QPs
+    /// and moves a small object in one HTTP exchange, where v2 takes a HEAD
+    /// (a GET's size), PREPARE and READY and a new QP and connection each
+    /// time: several times faster under 1 MiB (docs/benchmarks.md).
+    pub auto_handshake_max: u64,
     /// How long an endpoint of several is avoided after it failed an
     /// attempt (default 10 s); then it is tried again when the rotation
     /// comes back to it. Unused with one endpoint.
@@ -194,6 +209,7 @@ impl ClientConfig {
             no_rdma_ttl: DEFAULT_NO_RDMA_TTL,
             bind_to_token_nic: true,
             rdma_protocol: RdmaProtocol::Auto,
+            auto_handshake_max: DEFAULT_AUTO_HANDSHAKE_MAX,
             endpoint_cooldown: DEFAULT_ENDPOINT_COOLDOWN,
         }
     }
@@ -255,6 +271,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("no_rdma_ttl", &self.no_rdma_ttl)
             .field("bind_to_token_nic", &self.bind_to_token_nic)
             .field("rdma_protocol", &self.rdma_protocol)
+            .field("auto_handshake_max", &self.auto_handshake_max)
             .field("endpoint_cooldown", &self.endpoint_cooldown)
             .finish()
     }

@@ -110,8 +110,9 @@ pub use checksum::{crc64nvme, is_full_object, verify as verify_checksum, Crc64Nv
 pub use client::S3Client;
 
 pub use config::{
-    ClientConfig, RdmaProtocol, Timeouts, DEFAULT_ATTEMPTS, DEFAULT_CONCURRENCY,
-    DEFAULT_ENDPOINT_COOLDOWN, DEFAULT_NO_RDMA_TTL, DEFAULT_PART_SIZE, MIN_PART_SIZE,
+    ClientConfig, RdmaProtocol, Timeouts, DEFAULT_ATTEMPTS, DEFAULT_AUTO_HANDSHAKE_MAX,
+    DEFAULT_CONCURRENCY, DEFAULT_ENDPOINT_COOLDOWN, DEFAULT_NO_RDMA_TTL, DEFAULT_PART_SIZE,
+    MIN_PART_SIZE,
 };
 pub use error::{Error, Result};
 pub use raw::{RawAnswer, RawAuth, RawRequest};

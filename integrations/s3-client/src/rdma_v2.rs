@@ -3,7 +3,8 @@
 //! `UNSIGNED-PAYLOAD`) to `/.hipobj-rc/prepare`, `/ready` and `/cancel` on
 //! the S3 endpoint, sent from the transfer's blocking thread on the RDMA
 //! runtime; and what is remembered per endpoint: servers without v2, and
-//! the largest PUT a server stages at once (a 413's `x-amz-rdma-max-size`).
+//! the largest PUT a server stages at once (a 413's `x-amz-rdma-max-size`),
+//! servers that also serve the handshake flow (a FINAL's capabilities).
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -24,6 +25,27 @@ use crate::{Error, Result};
 
 /// Endpoints found without v2, and until when that is believed.
 static NO_V2: Remembered = Remembered::new();
+/// Endpoints whose v2 answers said they serve the handshake flow too.
+static HANDSHAKE: Remembered = Remembered::new();
+/// How long that is believed after the last answer that said it: a small
+/// transfer under `auto` goes by v2 again after it, and learns it again.
+const HANDSHAKE_TTL: Duration = Duration::from_secs(60);
+
+/// Whether `endpoint` is known to serve the handshake flow.
+pub(crate) fn serves_handshake(endpoint: &str) -> bool {
+    HANDSHAKE.left(endpoint).is_some()
+}
+
+/// Remembers that `endpoint` serves the handshake flow (a FINAL said so).
+pub(crate) fn remember_handshake(endpoint: &str) {
+    HANDSHAKE.remember(endpoint, HANDSHAKE_TTL);
+}
+
+/// Forgets it (the endpoint answered a handshake without RDMA).
+pub(crate) fn forget_handshake(endpoint: &str) {
+    HANDSHAKE.forget(endpoint);
+}
+
 /// Endpoints' largest v2 PUT (a 413's `x-amz-rdma-max-size`).
 static PUT_CAP: LazyLock<Mutex<HashMap<String, u64>>> = LazyLock::new(Default::default);
 

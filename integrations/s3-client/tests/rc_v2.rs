@@ -2,7 +2,8 @@
 //! `auto` speaks v2 to a server that does, falls back to the handshake
 //! flow for one that does not; `v2` falls back to plain HTTP instead;
 //! `handshake` never tries v2; a PUT over the server's v2 cap becomes a
-//! multipart upload whose parts go by v2.
+//! multipart upload whose parts go by v2; `auto` sends small transfers by
+//! the handshake flow where a v2 answer said the server serves it.
 
 mod common;
 
@@ -25,7 +26,11 @@ fn contents(reg: &hipobj::Registered<'_, '_>, off: usize, len: usize) -> Vec<u8>
 async fn auto_moves_objects_by_v2() {
     let srv = server(&[]);
     let lib = lib();
-    let s3 = client(rdma_config(&srv.url, &lib));
+    // Small ranges by v2 too (see the next test for what auto does with
+    // them by default).
+    let mut cfg = rdma_config(&srv.url, &lib);
+    cfg.auto_handshake_max = 0;
+    let s3 = client(cfg);
     s3.create_bucket("v2auto").await.unwrap();
     let len = (1 << 20) + 3;
     let data = pattern(7, len);
@@ -88,6 +93,86 @@ async fn auto_moves_objects_by_v2() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some("NoSuchKey"), "{e:?}");
+}
+
+/// Under `auto`, once a v2 answer said the server serves the handshake
+/// flow too, transfers of at most `auto_handshake_max` bytes go by it (one
+/// exchange on a kept connection); larger ones, and every one of a client
+/// whose limit is 0, still go by v2.
+#[tokio::test]
+async fn auto_sends_small_transfers_by_the_handshake_flow_where_it_is_served() {
+    let srv = server(&[]);
+    let lib = lib();
+    let s3 = client(rdma_config(&srv.url, &lib));
+    assert_eq!(s3.config().auto_handshake_max, 1 << 20);
+    s3.create_bucket("v2small").await.unwrap();
+    let small = pattern(11, 4096);
+    let src = lib.register_owned(small.clone()).unwrap();
+
+    // The first goes by v2: nothing is known of the server yet. Its FINAL
+    // says the server serves the handshake flow.
+    let first = s3.put_object("v2small", "a", &src, 0, 4096).await.unwrap();
+    assert_eq!(
+        (first.path, first.rdma_protocol),
+        (Path::Rdma, Some(PROTOCOL_V2)),
+        "{first:?}"
+    );
+    // Then small PUTs and GETs go by the handshake flow, byte for byte.
+    let put = s3.put_object("v2small", "b", &src, 0, 4096).await.unwrap();
+    assert_eq!(
+        (put.path, put.rdma_protocol),
+        (Path::Rdma, Some(PROTOCOL_HANDSHAKE)),
+        "{put:?}"
+    );
+    let dst = lib.register_owned(vec![0u8; 4096]).unwrap();
+    for key in ["a", "b"] {
+        let got = s3.get_object("v2small", key, &dst, 0, None).await.unwrap();
+        assert_eq!(
+            (got.path, got.rdma_protocol, got.bytes),
+            (Path::Rdma, Some(PROTOCOL_HANDSHAKE), 4096),
+            "{got:?}"
+        );
+        assert!(contents(&dst, 0, 4096) == small, "{key}");
+    }
+    // A range of a small object, too.
+    let r = s3
+        .get_object("v2small", "b", &dst, 0, Some((100, 199)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.rdma_protocol, r.bytes, r.status),
+        (Some(PROTOCOL_HANDSHAKE), 100, 206),
+        "{r:?}"
+    );
+    assert!(contents(&dst, 0, 100) == small[100..200]);
+
+    // Over the limit: v2, both ways.
+    let len = (1 << 20) + 1;
+    let big = pattern(12, len);
+    let bsrc = lib.register_owned(big.clone()).unwrap();
+    let put = s3
+        .put_object("v2small", "big", &bsrc, 0, len)
+        .await
+        .unwrap();
+    assert_eq!(put.rdma_protocol, Some(PROTOCOL_V2), "{put:?}");
+    let bdst = lib.register_owned(vec![0u8; len]).unwrap();
+    let got = s3
+        .get_object("v2small", "big", &bdst, 0, None)
+        .await
+        .unwrap();
+    assert_eq!(got.rdma_protocol, Some(PROTOCOL_V2), "{got:?}");
+    assert!(contents(&bdst, 0, len) == big);
+
+    // A client whose limit is 0 keeps v2 first for small ones.
+    let mut cfg = rdma_config(&srv.url, &lib);
+    cfg.auto_handshake_max = 0;
+    let v2_only = client(cfg);
+    let got = v2_only
+        .get_object("v2small", "a", &dst, 0, None)
+        .await
+        .unwrap();
+    assert_eq!(got.rdma_protocol, Some(PROTOCOL_V2), "{got:?}");
+    assert!(contents(&dst, 0, 4096) == small);
 }
 
 #[tokio::test]

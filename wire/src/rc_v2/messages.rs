@@ -11,9 +11,9 @@ use super::fields::{
     Psn, SessionId, Span, MAX_TRANSFER,
 };
 use super::names::{
-    CAPABILITY_PARTS, H_BYTES, H_CAPABILITIES, H_CHECKSUM, H_COOKIE, H_ETAG, H_MR_ADDR, H_MR_RKEY,
-    H_OFFSET, H_OP, H_PROTOCOL, H_PSN, H_QPN, H_REPLY, H_SESSION, H_SIZE, H_TARGET, H_TOKEN,
-    H_VERSION_ID, PROTOCOL,
+    CAPABILITY_HANDSHAKE, CAPABILITY_PARTS, H_BYTES, H_CAPABILITIES, H_CHECKSUM, H_COOKIE, H_ETAG,
+    H_MR_ADDR, H_MR_RKEY, H_OFFSET, H_OP, H_PROTOCOL, H_PSN, H_QPN, H_REPLY, H_SESSION, H_SIZE,
+    H_TARGET, H_TOKEN, H_VERSION_ID, PROTOCOL,
 };
 use super::target::{Target, TargetError};
 use crate::reply::{Reply, ReplyError};
@@ -302,6 +302,14 @@ pub struct Final {
     pub checksum: Option<u64>,
     /// `mp` when the server moves parts.
     pub parts: bool,
+    /// `hipobj-handshake` when the server also serves the handshake flow.
+    pub handshake: bool,
+}
+
+/// Whether a capabilities value (tokens separated by commas or spaces)
+/// names `cap`.
+fn has_capability(value: Option<&str>, cap: &str) -> bool {
+    value.is_some_and(|c| c.split([',', ' ']).any(|t| t.trim() == cap))
 }
 
 impl Final {
@@ -323,9 +331,8 @@ impl Final {
             etag: tag(h, H_ETAG)?,
             version_id: tag(h, H_VERSION_ID)?,
             checksum: h.get(H_CHECKSUM).map(parse_checksum).transpose()?,
-            parts: h
-                .get(H_CAPABILITIES)
-                .is_some_and(|c| c.split([',', ' ']).any(|t| t.trim() == CAPABILITY_PARTS)),
+            parts: has_capability(h.get(H_CAPABILITIES), CAPABILITY_PARTS),
+            handshake: has_capability(h.get(H_CAPABILITIES), CAPABILITY_HANDSHAKE),
         })
     }
 
@@ -345,8 +352,15 @@ impl Final {
         if let Some(c) = self.checksum {
             v.push((H_CHECKSUM, format_checksum(c)));
         }
-        if self.parts {
-            v.push((H_CAPABILITIES, CAPABILITY_PARTS.to_string()));
+        let caps: Vec<&str> = [
+            (self.parts, CAPABILITY_PARTS),
+            (self.handshake, CAPABILITY_HANDSHAKE),
+        ]
+        .into_iter()
+        .filter_map(|(on, cap)| on.then_some(cap))
+        .collect();
+        if !caps.is_empty() {
+            v.push((H_CAPABILITIES, caps.join(", ")));
         }
         v
     }
@@ -487,8 +501,13 @@ mod tests {
             version_id: None,
             checksum: Some(0xae8b_1486_0a79_9888),
             parts: true,
+            handshake: true,
         };
         assert_eq!(Final::read(f.headers().as_slice()).unwrap(), f);
+        assert_eq!(
+            Headers::get(f.headers().as_slice(), H_CAPABILITIES),
+            Some("mp, hipobj-handshake")
+        );
     }
 
     #[test]
@@ -502,6 +521,23 @@ mod tests {
         ];
         let f = Final::read(h).unwrap();
         assert_eq!((f.bytes, f.cookie, f.parts), (0, Cookie(0x0a0b_0c0d), true));
+        // versitygw's answer names no handshake flow; ours may, in any
+        // order and spacing, and a token that only starts like it is not it.
+        assert!(!f.handshake);
+        for (caps, handshake) in [
+            ("mp, hipobj-handshake", true),
+            ("hipobj-handshake mp", true),
+            ("hipobj-handshake2, mp", false),
+            ("hipobj", false),
+        ] {
+            let h: &[(&str, &str)] = &[
+                (H_PROTOCOL, PROTOCOL),
+                (H_BYTES, "0"),
+                (H_COOKIE, "0A0B0C0D"),
+                (H_CAPABILITIES, caps),
+            ];
+            assert_eq!(Final::read(h).unwrap().handshake, handshake, "{caps}");
+        }
         let no_cookie: &[(&str, &str)] = &[(H_PROTOCOL, PROTOCOL), (H_BYTES, "1")];
         assert_eq!(
             Final::read(no_cookie).unwrap_err(),

@@ -54,3 +54,8 @@ pub const H_PROTOCOL_STATUS: &str = "x-amz-rdma-protocol-status";
 pub const UNSUPPORTED: &str = "unsupported";
 /// The capability of part transfers (UploadPart, part GETs).
 pub const CAPABILITY_PARTS: &str = "mp";
+/// hipobj's own capability: the same endpoint also serves the connect-first
+/// handshake flow (a token on the S3 request itself, answered with
+/// `x-amz-rdma-reply`). Peers that do not know it skip it, as they skip any
+/// capability they do not know.
+pub const CAPABILITY_HANDSHAKE: &str = "hipobj-handshake";

@@ -1,5 +1,7 @@
 //! hipobj-rc-v2's answers: every one carries the protocol echo; those
-//! after a session exists carry `x-amz-rdma-capabilities: mp` too. Errors
+//! after a session exists carry `x-amz-rdma-capabilities: mp,
+//! hipobj-handshake` too (parts; and this endpoint also serves the
+//! handshake flow, which the S3 client prefers for small transfers). Errors
 //! are S3 XML documents with versitygw's codes, at the statuses
 //! docs/protocol.md lists ("hipobj-rc-v2: status codes").
 
@@ -8,9 +10,7 @@ use http::{HeaderValue, Response, StatusCode};
 use crate::body::Body;
 use crate::rdma::reply::set_request_id;
 use crate::s3err::S3Error;
-use hipobj_wire::rc_v2::{
-    CAPABILITY_PARTS, H_CAPABILITIES, H_PROTOCOL, H_PROTOCOL_STATUS, PROTOCOL, UNSUPPORTED,
-};
+use hipobj_wire::rc_v2::{H_CAPABILITIES, H_PROTOCOL, H_PROTOCOL_STATUS, PROTOCOL, UNSUPPORTED};
 
 /// The header that tells a client the largest PUT staged at once (with a
 /// 413).
@@ -143,12 +143,17 @@ impl From<hipobj_wire::rc_v2::MessageError> for V2Error {
     }
 }
 
-/// Adds the protocol echo (and `mp` when `caps`).
+/// What this gateway can do beyond whole objects by v2: parts (`mp`), and
+/// the handshake flow at the same endpoint (`hipobj-handshake`; every
+/// gateway with an RDMA engine serves it).
+pub const CAPABILITIES: &str = "mp, hipobj-handshake";
+
+/// Adds the protocol echo (and [`CAPABILITIES`] when `caps`).
 pub fn decorate(mut r: Response<Body>, caps: bool) -> Response<Body> {
     let h = r.headers_mut();
     h.insert(H_PROTOCOL, HeaderValue::from_static(PROTOCOL));
     if caps {
-        h.insert(H_CAPABILITIES, HeaderValue::from_static(CAPABILITY_PARTS));
+        h.insert(H_CAPABILITIES, HeaderValue::from_static(CAPABILITIES));
     }
     r
 }

@@ -197,6 +197,7 @@ impl RdmaEngine {
                     checksum: text(hipobj_wire::rc_v2::H_CHECKSUM)
                         .and_then(|c| hipobj_wire::rc_v2::fields::parse_checksum(c).ok()),
                     parts: true,
+                    handshake: true,
                 })
             }
             Err(r) => Err(translate(r, request_id)),
@@ -360,5 +361,6 @@ async fn put(
         version_id: text("x-amz-version-id").map(str::to_string),
         checksum: Some(crc),
         parts: true,
+        handshake: true,
     })
 }

@@ -119,6 +119,7 @@ fn verdict(
         Attempt::NoRdma(reason) => {
             let endpoint = &client.inner.endpoints.all()[ei].base;
             rdma::remember_no_rdma(endpoint, client.inner.cfg.no_rdma_ttl);
+            crate::rdma_v2::forget_handshake(endpoint);
             Verdict::Done(Ok(Err(reason)))
         }
         Attempt::Declined(reason) => Verdict::Done(Ok(Err(reason))),

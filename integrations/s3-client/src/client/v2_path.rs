@@ -72,6 +72,27 @@ impl V2Path<'_> {
         Ok(())
     }
 
+    /// Under `auto`, the reason to take the handshake flow for a transfer
+    /// of `bytes` instead: small enough
+    /// ([`auto_handshake_max`](crate::ClientConfig::auto_handshake_max)),
+    /// at an endpoint known to serve it.
+    fn handshake_preferred(&self, bytes: u64) -> Option<String> {
+        let client = self.client;
+        let cfg = &client.inner.cfg;
+        let small = bytes <= cfg.auto_handshake_max;
+        if cfg.rdma_protocol != RdmaProtocol::Auto
+            || !small
+            || !rdma_v2::serves_handshake(client.endpoint())
+        {
+            return None;
+        }
+        Some(format!(
+            "{bytes} bytes (auto_handshake_max {}) go by the handshake flow, which {} serves",
+            cfg.auto_handshake_max,
+            client.endpoint()
+        ))
+    }
+
     /// What to do when v2 was skipped: under `v2`, plain HTTP (the
     /// fallback rule); under `auto`, the handshake flow (`Ok(None)`).
     pub(super) fn after(&self, reason: String) -> Result<Option<String>> {
@@ -122,6 +143,10 @@ impl V2Path<'_> {
         spec: V2Spec,
     ) -> Result<V2Stage> {
         if let Err(reason) = self.wanted() {
+            return Ok(V2Stage::Skipped(reason));
+        }
+        // A GET of the whole object names no size: its room bounds it.
+        if let Some(reason) = self.handshake_preferred(spec.size.unwrap_or(len as u64)) {
             return Ok(V2Stage::Skipped(reason));
         }
         let (client, ctx) = (self.client, self.ctx);
@@ -197,7 +222,12 @@ impl V2Path<'_> {
             })
             .await?;
             let e = match res {
-                Ok(f) => return Ok(V2Stage::Done(f, size, attempt, total)),
+                Ok(f) => {
+                    if f.handshake {
+                        rdma_v2::remember_handshake(&endpoint);
+                    }
+                    return Ok(V2Stage::Done(f, size, attempt, total));
+                }
                 Err(e) => e,
             };
             if let Some(f) = ops.failure {
