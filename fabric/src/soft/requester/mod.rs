@@ -63,18 +63,13 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
         if g.tx_active {
             // A posting thread is sending inline: it wakes the engine when
             // it is done if anything is left to send.
-            g.engine_idle = !unsent(&g);
-            let deadline = idle_deadline(&qp, &g);
-            g = wait(&qp, g, deadline);
-            g.engine_idle = false;
+            let idle = !unsent(&g);
+            g = sleep(&qp, g, idle);
             continue;
         }
         let cma = qp.qp_type == QpType::Rc && g.conn.as_ref().is_some_and(|c| c.cma().is_some());
         let Some(out) = next_packet(&mut g, cma) else {
-            g.engine_idle = true;
-            let deadline = idle_deadline(&qp, &g);
-            g = wait(&qp, g, deadline);
-            g.engine_idle = false;
+            g = sleep(&qp, g, true);
             continue;
         };
         let conn = match g.conn.clone() {
@@ -97,30 +92,60 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
                 c
             }
         };
-        // The segment's memory is read outside the lock: a completion that
-        // would let the application reuse it waits (QpInner::deliver).
-        qp.busy(&mut g);
-        g.tx_active = true;
-        drop(g);
-        let res = match &conn {
+        let sent = send_outside(&qp, g, gen, conn.as_ref(), out.req.psn, || match &conn {
             None => Err(TxError::Unreachable),
             Some(c) if out.cma => transmit_cma(&qp, c, &out, gen),
             Some(c) => transmit(&qp, c, &out),
-        };
-        g = qp.lock();
-        qp.unbusy(&mut g);
-        if g.gen != gen {
-            return;
+        });
+        match sent {
+            Some(next) => g = next,
+            None => return,
         }
-        g.tx_active = false;
-        settle(&qp, &mut g, res, conn.as_ref(), out.req.psn);
     }
 }
 
-/// What follows a transmission, for the engine and an inline sender alike:
-/// an I/O error drops the connection (the ACK timer resends), a local key
-/// error fails the request and moves the QP to ERR, and the ACK timer
-/// starts if it was not running.
+/// The engine waits for news (a post, an ACK, a NAK, a grant, the timer);
+/// `idle`: with nothing to send, so that news which gives it nothing to
+/// send need not wake it.
+fn sleep<'a>(qp: &'a QpInner, mut g: MutexGuard<'a, QpCore>, idle: bool) -> MutexGuard<'a, QpCore> {
+    g.engine_idle = idle;
+    let deadline = idle_deadline(qp, &g);
+    let mut g = wait(qp, g, deadline);
+    g.engine_idle = false;
+    g
+}
+
+/// Writes one packet to the connection with `send`, outside the lock, for
+/// the engine and an inline sender alike: the QP is busy meanwhile (the
+/// segment's memory is read outside the lock, and a completion that would
+/// let the application reuse it waits: `QpInner::deliver`), and no other
+/// thread starts a packet (`tx_active`). Then [`settle`]. The lock again,
+/// or `None` when the QP left this generation meanwhile.
+fn send_outside<'a>(
+    qp: &'a QpInner,
+    mut g: MutexGuard<'a, QpCore>,
+    gen: u64,
+    conn: Option<&Arc<ReqConn>>,
+    psn: u32,
+    send: impl FnOnce() -> std::result::Result<(), TxError>,
+) -> Option<MutexGuard<'a, QpCore>> {
+    qp.busy(&mut g);
+    g.tx_active = true;
+    drop(g);
+    let res = send();
+    let mut g = qp.lock();
+    qp.unbusy(&mut g);
+    if g.gen != gen {
+        return None;
+    }
+    g.tx_active = false;
+    settle(qp, &mut g, res, conn, psn);
+    Some(g)
+}
+
+/// What follows a transmission: an I/O error drops the connection (the ACK
+/// timer resends), a local key error fails the request and moves the QP to
+/// ERR, and the ACK timer starts if it was not running.
 fn settle(
     qp: &QpInner,
     g: &mut QpCore,
@@ -173,19 +198,13 @@ pub(crate) fn post(qp: &QpInner, mut g: MutexGuard<'_, QpCore>, len: u64) {
     };
     debug_assert!(!out.cma);
     let gen = g.gen;
-    // As in the engine: the memory is read outside the lock.
-    qp.busy(&mut g);
-    g.tx_active = true;
-    drop(g);
-    qp.dev.stats.count(crate::soft::stats::Event::SentInline);
-    let res = transmit(qp, &conn, &out);
-    let mut g = qp.lock();
-    qp.unbusy(&mut g);
-    if g.gen != gen {
+    let sent = send_outside(qp, g, gen, Some(&conn), out.req.psn, || {
+        qp.dev.stats.count(crate::soft::stats::Event::SentInline);
+        transmit(qp, &conn, &out)
+    });
+    let Some(g) = sent else {
         return;
-    }
-    g.tx_active = false;
-    settle(qp, &mut g, res, Some(&conn), out.req.psn);
+    };
     // The engine, asleep meanwhile, picks up whatever else was posted; a
     // timer started here fires by its bounded sleep (window::idle_deadline).
     if unsent(&g) || !g.engine_idle {
