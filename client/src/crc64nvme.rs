@@ -207,6 +207,14 @@ mod clmul {
         _mm_set_epi64x(k.1 as i64, k.0 as i64)
     }
 
+    /// The 16 bytes of `bytes` at `at` (the slice index panics past its end).
+    fn load(bytes: &[u8], at: usize) -> __m128i {
+        let lane = &bytes[at..at + 16];
+        // SAFETY: `lane` is 16 readable bytes; the load is unaligned and
+        // SSE2, which every x86_64 CPU has.
+        unsafe { _mm_loadu_si128(lane.as_ptr().cast()) }
+    }
+
     /// `v` moved over the distance whose constants are `k`.
     #[target_feature(enable = "pclmulqdq")]
     fn fold(v: __m128i, k: __m128i) -> __m128i {
@@ -223,19 +231,14 @@ mod clmul {
     #[target_feature(enable = "pclmulqdq")]
     pub(super) unsafe fn update(crc: u64, bytes: &[u8]) -> u64 {
         let c = constants();
-        let load = |at: usize| -> __m128i {
-            let lane = &bytes[at..at + 16];
-            // SAFETY: `lane` is 16 readable bytes; the load is unaligned.
-            unsafe { _mm_loadu_si128(lane.as_ptr().cast()) }
-        };
-        let mut lanes: [__m128i; LANES] = std::array::from_fn(|i| load(i * 16));
+        let mut lanes: [__m128i; LANES] = std::array::from_fn(|i| load(bytes, i * 16));
         // The register enters as an xor into the first eight bytes.
         lanes[0] = _mm_xor_si128(lanes[0], _mm_set_epi64x(0, crc as i64));
         let mut at = BLOCK;
         let k = pack(c.block);
         while at + BLOCK <= bytes.len() {
             for (i, lane) in lanes.iter_mut().enumerate() {
-                *lane = _mm_xor_si128(fold(*lane, k), load(at + i * 16));
+                *lane = _mm_xor_si128(fold(*lane, k), load(bytes, at + i * 16));
             }
             at += BLOCK;
         }
@@ -256,14 +259,9 @@ mod clmul {
     /// The CPU must have PCLMULQDQ; `at` is at most `bytes.len()`.
     #[target_feature(enable = "pclmulqdq")]
     unsafe fn finish(mut acc: __m128i, bytes: &[u8], mut at: usize) -> u64 {
-        let load = |at: usize| -> __m128i {
-            let lane = &bytes[at..at + 16];
-            // SAFETY: `lane` is 16 readable bytes; the load is unaligned.
-            unsafe { _mm_loadu_si128(lane.as_ptr().cast()) }
-        };
         let k = pack(constants().lane);
         while at + 16 <= bytes.len() {
-            acc = _mm_xor_si128(fold(acc, k), load(at));
+            acc = _mm_xor_si128(fold(acc, k), load(bytes, at));
             at += 16;
         }
         // The 128 bits left, A x^64 + B: the register is (A x^64 + B) x^64
@@ -292,12 +290,12 @@ mod clmul {
     #[target_feature(enable = "avx512f,vpclmulqdq,pclmulqdq")]
     pub(super) unsafe fn update_wide(crc: u64, bytes: &[u8]) -> u64 {
         let c = constants();
-        let load = |at: usize| -> __m512i {
+        let load512 = |at: usize| -> __m512i {
             let block = &bytes[at..at + 64];
             // SAFETY: `block` is 64 readable bytes; the load is unaligned.
             unsafe { _mm512_loadu_si512(block.as_ptr().cast()) }
         };
-        let mut regs: [__m512i; WIDE] = std::array::from_fn(|i| load(i * 64));
+        let mut regs: [__m512i; WIDE] = std::array::from_fn(|i| load512(i * 64));
         // The register enters as an xor into the first eight bytes (the
         // last argument is the lowest quadword).
         regs[0] = _mm512_xor_si512(regs[0], _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0, crc as i64));
@@ -309,7 +307,7 @@ mod clmul {
                     _mm512_clmulepi64_epi128::<0x00>(*reg, k),
                     _mm512_clmulepi64_epi128::<0x11>(*reg, k),
                 );
-                *reg = _mm512_xor_si512(folded, load(at + i * 64));
+                *reg = _mm512_xor_si512(folded, load512(at + i * 64));
             }
             at += WIDE_BLOCK;
         }
