@@ -9,14 +9,13 @@
 mod common;
 
 use common::*;
-use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::soft::packet::{
     Hello, HelloAck, ReqOp, Request, Response, FLAG_CMA, HELLO_LEN, REQUEST_LEN,
 };
 use hipobj_fabric::soft::testing::Gate;
-use hipobj_fabric::{pattern, Gid, QpState, RemoteAddr, SendOp, SendWr, WcStatus};
+use hipobj_fabric::{pattern, QpState, RemoteAddr, SendOp, SendWr, WcStatus};
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::TcpListener;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -127,13 +126,7 @@ fn second_request_to_a_responder_naming(who: Named) -> Request {
     });
     let p = fast_provider();
     let a = End::new(&p);
-    let peer = RcPeer {
-        qp_num: fake_qpn,
-        gid: Gid::from_ipv4(Ipv4Addr::LOCALHOST),
-        lid: 0,
-    };
-    rc::to_init(&a.qp, 1, RW).unwrap();
-    rc::connect(&a.qp, &peer, &RcParams::default()).unwrap();
+    connect_to_local_qpn(&a, fake_qpn);
     let src = a.buffer(256 << 10, RW);
     let remote = RemoteAddr {
         addr: 0x7f00_0000_0000,

@@ -7,7 +7,7 @@
 use crate::common;
 
 use common::*;
-use hipobj_fabric::rc::{self, RcParams, RcPeer};
+use hipobj_fabric::rc;
 use hipobj_fabric::soft::packet::{
     self, Hello, HelloAck, HELLO_ACK_LEN, HELLO_LEN, REQUEST_LEN, VERSION,
 };
@@ -91,13 +91,7 @@ fn a_requester_answered_in_another_version_sends_no_request() {
     });
     let p = fast_provider();
     let a = End::new(&p);
-    let peer = RcPeer {
-        qp_num: fake_qpn,
-        gid: Gid::from_ipv4(Ipv4Addr::LOCALHOST),
-        lid: 0,
-    };
-    rc::to_init(&a.qp, 1, RW).unwrap();
-    rc::connect(&a.qp, &peer, &RcParams::default()).unwrap();
+    connect_to_local_qpn(&a, fake_qpn);
     let src = a.buffer(4096, RW);
     a.qp.post_send(&SendWr {
         wr_id: 1,

@@ -4,7 +4,7 @@
 use hipobj_fabric::rc::{self, RcParams, RcPeer};
 use hipobj_fabric::soft::{SoftConfig, SoftProvider, SoftStats};
 use hipobj_fabric::{
-    AccessFlags, CompletionQueue, Device, ProtectionDomain, QpCap, QpType, QueuePair,
+    AccessFlags, CompletionQueue, Device, Gid, ProtectionDomain, QpCap, QpType, QueuePair,
     RegisteredBuffer, RemoteAddr, SendOp, SendWr, Sge, WorkCompletion,
 };
 use std::net::Ipv4Addr;
@@ -160,6 +160,19 @@ impl End {
             .unwrap()
             .expect("no completion within 60 s")
     }
+}
+
+/// Connects `a`'s QP (to RTS) to QP number `qp_num` at 127.0.0.1: a peer
+/// the test plays by hand on a listener of its own, whose port the number
+/// names.
+pub fn connect_to_local_qpn(a: &End, qp_num: u32) {
+    let peer = RcPeer {
+        qp_num,
+        gid: Gid::from_ipv4(Ipv4Addr::LOCALHOST),
+        lid: 0,
+    };
+    rc::to_init(&a.qp, 1, RW).unwrap();
+    rc::connect(&a.qp, &peer, &RcParams::default()).unwrap();
 }
 
 /// Connects both QPs to each other (both end in RTS).
