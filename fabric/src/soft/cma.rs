@@ -22,7 +22,9 @@
 //!   (`pidfd_getfd`, which the kernel allows under the same ptrace check
 //!   as the copies themselves) and finds a TCP stream socket whose local
 //!   address is this connection's far address and whose peer is its near
-//!   one, in the requester's own network namespace (`SIOCGSKNS`): a
+//!   one, in the requester's own network namespace (the sockets'
+//!   `SO_NETNS_COOKIE`, which needs no privilege; `SIOCGSKNS`, which
+//!   needs `CAP_NET_ADMIN`, only on kernels without it): a
 //!   responder cannot aim the requester's copies at a third process. No
 //!   table of the host is walked (`/proc/net/tcp` costs milliseconds per
 //!   read on a large host, whatever its number of sockets);
@@ -52,8 +54,32 @@ pub(crate) fn is_local(peer: IpAddr, own: IpAddr) -> bool {
     peer.is_loopback() || peer == own
 }
 
-/// The network namespace (its inode) a socket belongs to.
-fn netns_of(sock: &impl std::os::fd::AsRawFd) -> Option<u64> {
+/// The network namespace's cookie of a socket (`SO_NETNS_COOKIE`, Linux
+/// 5.14): a 64-bit value unique to the namespace for the life of the
+/// system, which any process may read of a socket it holds.
+fn netns_cookie(sock: &impl std::os::fd::AsRawFd) -> Option<u64> {
+    // asm-generic/socket.h (x86, arm, ...).
+    const SO_NETNS_COOKIE: libc::c_int = 71;
+    let mut cookie = 0u64;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: the option writes at most `len` bytes into `cookie`, a u64
+    // that lives for the call, and updates `len`; the socket's descriptor
+    // is open for the call.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_NETNS_COOKIE,
+            std::ptr::addr_of_mut!(cookie).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && len as usize == std::mem::size_of::<u64>()).then_some(cookie)
+}
+
+/// The network namespace (its inode) a socket belongs to, by `SIOCGSKNS`,
+/// which needs `CAP_NET_ADMIN`: the way for kernels older than 5.14.
+fn netns_inode(sock: &impl std::os::fd::AsRawFd) -> Option<u64> {
     // linux/sockios.h: returns a new descriptor of the socket's netns.
     const SIOCGSKNS: libc::c_ulong = 0x894C;
     // SAFETY: SIOCGSKNS takes no argument and returns a new descriptor (or
@@ -66,6 +92,16 @@ fn netns_of(sock: &impl std::os::fd::AsRawFd) -> Option<u64> {
     let ns = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     let meta = std::fs::File::from(ns).metadata().ok()?;
     Some(std::os::unix::fs::MetadataExt::ino(&meta))
+}
+
+/// Whether two sockets belong to one network namespace: by their cookies,
+/// which need no privilege, else by `SIOCGSKNS`; `None` where neither can
+/// say (then the path is not used).
+fn same_netns(a: &impl std::os::fd::AsRawFd, b: &impl std::os::fd::AsRawFd) -> Option<bool> {
+    if let (Some(x), Some(y)) = (netns_cookie(a), netns_cookie(b)) {
+        return Some(x == y);
+    }
+    Some(netns_inode(a)? == netns_inode(b)?)
 }
 
 /// A duplicate of descriptor `fd` of the process `pidfd` refers to.
@@ -100,7 +136,7 @@ fn far_end_owner(stream: &TcpStream, far: std::os::fd::OwnedFd) -> Option<u32> {
     {
         return None;
     }
-    (netns_of(&sock)? == netns_of(stream)?).then_some(owner)
+    same_netns(&sock, stream)?.then_some(owner)
 }
 
 /// Whether process `pid` holds the far end of `stream` as its descriptor
@@ -307,6 +343,97 @@ mod tests {
 
     fn fd_of(s: &TcpStream) -> u32 {
         u32::try_from(std::os::fd::AsRawFd::as_raw_fd(s)).unwrap()
+    }
+
+    /// A connected pair of TCP streams on loopback.
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        (c, s)
+    }
+
+    /// Takes `CAP_NET_ADMIN` out of the calling thread's effective set
+    /// (capabilities are per thread on Linux); false where the thread
+    /// could not (then it had nothing to drop that matters here).
+    fn drop_net_admin_in_this_thread() -> bool {
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: libc::c_int,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy, Default)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        const VERSION_3: u32 = 0x2008_0522;
+        const CAP_NET_ADMIN: u32 = 12;
+        let mut h = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let mut d = [Data::default(); 2];
+        // SAFETY: capget writes the calling thread's sets into the two
+        // `Data` of version 3, which live for the call.
+        if unsafe { libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()) } != 0 {
+            return false;
+        }
+        d[0].effective &= !(1 << CAP_NET_ADMIN);
+        // SAFETY: capset reads the header and two `Data`, all live for the
+        // call, and changes only the calling thread's sets (pid 0).
+        unsafe { libc::syscall(libc::SYS_capset, &h, d.as_ptr()) == 0 }
+    }
+
+    /// The namespace check needs no privilege: a gateway and a client that
+    /// run as an ordinary user (no `CAP_NET_ADMIN`, which `SIOCGSKNS`
+    /// needs) still find each other's sockets in one namespace.
+    #[test]
+    fn the_namespace_check_needs_no_privilege() {
+        let (a, b) = pair();
+        assert_eq!(same_netns(&a, &b), Some(true));
+        std::thread::spawn(move || {
+            assert!(drop_net_admin_in_this_thread());
+            assert_eq!(netns_inode(&a), None, "SIOCGSKNS without CAP_NET_ADMIN");
+            assert!(netns_cookie(&a).is_some());
+            assert_eq!(same_netns(&a, &b), Some(true));
+            assert!(peer_process_holds(&a, std::process::id(), fd_of(&b)));
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A socket of another network namespace is not in this one, whatever
+    /// its addresses (a thread of its own enters a new namespace: needs
+    /// root, as CI runs).
+    #[test]
+    fn a_socket_of_another_namespace_is_told_apart() {
+        let (a, _b) = pair();
+        let other = std::thread::spawn(|| {
+            // SAFETY: unshare(CLONE_NEWNET) moves only the calling thread
+            // into a new network namespace; nothing is passed by pointer.
+            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                return None;
+            }
+            Some(std::net::UdpSocket::bind("0.0.0.0:0").unwrap())
+        })
+        .join()
+        .unwrap();
+        let Some(other) = other else {
+            assert_ne!(
+                // SAFETY: geteuid has no preconditions.
+                unsafe { libc::geteuid() },
+                0,
+                "root could not enter a new network namespace"
+            );
+            eprintln!("not root: no new network namespace to compare with");
+            return;
+        };
+        let here = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        assert_eq!(same_netns(&a, &here), Some(true));
+        assert_eq!(same_netns(&a, &other), Some(false));
     }
 
     #[test]
