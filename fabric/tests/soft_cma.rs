@@ -236,6 +236,102 @@ fn a_privileged_requester_does_not_use_the_path_by_default() {
     assert_ne!(second.flags & FLAG_CMA, 0, "{second:?}");
 }
 
+/// A WRITE with immediate takes the path too (as hipobj-rc-v2's PUT and
+/// the last piece of its GET are sent): every byte by the path, the
+/// receive completed with the immediate and the message's length once the
+/// last byte has landed. Without a receive posted the responder answers
+/// RNR before any byte lands, and the WRITE goes through once one is.
+#[test]
+fn a_write_with_immediate_takes_the_path_and_completes_its_receive() {
+    let _one = serial();
+    with_path(true, || {
+        let p = default_provider();
+        let (a, b) = (End::new(&p), End::new(&p));
+        connect(&a, &b);
+        let len = 16usize << 20;
+        let mut src = a.buffer(len, RW);
+        let mut remote = b.buffer(len, RW);
+        pattern::fill_buffer(src.buf_mut(), 0, len, 9).unwrap();
+        // A small WRITE first opens the connection (and takes the stream).
+        a.qp.post_send(&write_wr(1, src.sge(0, 8).unwrap(), &remote, 0))
+            .unwrap();
+        assert_eq!(a.wait().status, WcStatus::Success);
+        // Whether the kernel allows the copies here: a plain WRITE says.
+        let before = hipobj_fabric::soft::cma_bytes();
+        a.qp.post_send(&write_wr(2, src.sge(0, 1 << 20).unwrap(), &remote, 0))
+            .unwrap();
+        assert_eq!(a.wait().status, WcStatus::Success);
+        let path_open = hipobj_fabric::soft::cma_bytes() - before == 1 << 20;
+        remote.buf_mut().fill(0);
+        let before = hipobj_fabric::soft::cma_bytes();
+        let grants = b.stats().now().grants;
+        let write_imm = SendWr {
+            wr_id: 3,
+            op: SendOp::RdmaWriteWithImm(
+                RemoteAddr {
+                    addr: remote.mr().addr(),
+                    rkey: remote.mr().rkey(),
+                },
+                0x1234_5678,
+            ),
+            sg_list: vec![src.sge(0, len as u32).unwrap()],
+            signaled: true,
+            dc: None,
+        };
+        // No receive yet: refused (RNR, retried) before any byte lands.
+        a.qp.post_send(&write_imm).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(a.cq.wait_one(Duration::ZERO).unwrap().is_none());
+        assert!(b.cq.wait_one(Duration::ZERO).unwrap().is_none());
+        assert!(
+            remote.buf().slice(0, len).unwrap().iter().all(|&x| x == 0),
+            "bytes landed before a receive was posted"
+        );
+        assert_eq!(
+            b.stats().now().grants,
+            grants,
+            "no range granted without a receive"
+        );
+        b.qp.post_recv(&hipobj_fabric::RecvWr {
+            wr_id: 7,
+            sg_list: Vec::new(),
+        })
+        .unwrap();
+        let wc = a.wait();
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.opcode),
+            (3, WcStatus::Success, hipobj_fabric::WcOpcode::RdmaWrite)
+        );
+        let rc = b.wait();
+        assert_eq!(
+            (
+                rc.wr_id,
+                rc.status,
+                rc.opcode,
+                rc.imm_data,
+                rc.byte_len as usize
+            ),
+            (
+                7,
+                WcStatus::Success,
+                hipobj_fabric::WcOpcode::RecvRdmaWithImm,
+                Some(0x1234_5678),
+                len
+            )
+        );
+        assert_eq!(
+            pattern::first_mismatch(remote.buf(), 0, len, 9).unwrap(),
+            None
+        );
+        let moved = hipobj_fabric::soft::cma_bytes() - before;
+        if !path_open {
+            eprintln!("process_vm_writev refused here: the TCP stream carried it all");
+            return;
+        }
+        assert_eq!(moved, len as u64, "every byte by the path");
+    });
+}
+
 /// Small requests take the stream even where the path is open: the grant's
 /// round trip would cost more than the copy saves.
 #[test]

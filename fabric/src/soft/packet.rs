@@ -24,8 +24,10 @@ pub const MAGIC: u16 = 0x5248; // "HR"
 /// Protocol version (2: connections open with a hello; 3: the hello's
 /// answer offers the same-host path, see [`FLAG_CMA`]; 4: the offer names
 /// the responder's descriptor of the connection, checked without a walk of
-/// the host's socket table).
-pub const VERSION: u8 = 4;
+/// the host's socket table; 5: a same-host request carries its nonce in
+/// `dc_key`, so that an RDMA WRITE with immediate keeps its immediate in
+/// `imm` and takes the path too).
+pub const VERSION: u8 = 5;
 /// The payload of one full segment: a message is cut into segments of this
 /// size, each with its own PSN. Both sides derive PSNs from it, so it is part
 /// of the protocol, not a setting.
@@ -82,8 +84,11 @@ pub const FLAG_LAST: u8 = 2;
 /// [`ReqOp::CmaDone`]; the requester moves the bytes itself with
 /// `process_vm_writev`/`process_vm_readv`. A WRITE covers `cma_len` bytes
 /// (whole segments, up to [`MAX_CMA_WRITE`]), one PSN per segment; a READ
-/// covers its whole `msg_len`. `imm` carries a nonce the grant and the
-/// done repeat, so that a late grant is never taken for a newer request.
+/// covers its whole `msg_len`. `dc_key` (otherwise 0 on an RC QP) carries
+/// a 32-bit nonce the grant and the done repeat, so that a late grant is
+/// never taken for a newer request. A WRITE with immediate carries its
+/// immediate in `imm` as on the stream; the responder consumes a receive
+/// and completes it with the immediate once the last request is copied.
 pub const FLAG_CMA: u8 = 4;
 /// The most bytes one same-host WRITE request covers.
 pub const MAX_CMA_WRITE: u64 = 8 * SEGMENT as u64;
@@ -117,7 +122,8 @@ pub struct Request {
     pub msg_len: u64,
     /// Immediate data (on the last segment of `*_WITH_IMM`).
     pub imm: u32,
-    /// DC access key (DC initiators; 0 otherwise).
+    /// DC access key (DC initiators); on an RC QP the same-host nonce
+    /// ([`FLAG_CMA`]); 0 otherwise.
     pub dc_key: u64,
     /// Same-host WRITEs ([`FLAG_CMA`]): the bytes this request covers,
     /// from `va`; 0 otherwise.
@@ -175,10 +181,13 @@ impl Request {
         let cma = r.flags & FLAG_CMA != 0;
         let cma_ok = match (cma, r.op) {
             (false, _) => r.cma_len == 0,
-            (true, ReqOp::Write) => {
-                r.seg_len == 0 && r.cma_len > 0 && r.cma_len <= MAX_CMA_WRITE.min(r.msg_len)
+            (true, ReqOp::Write | ReqOp::WriteImm) => {
+                r.seg_len == 0
+                    && r.cma_len > 0
+                    && r.cma_len <= MAX_CMA_WRITE.min(r.msg_len)
+                    && r.dc_key <= u64::from(u32::MAX)
             }
-            (true, ReqOp::ReadReq) => r.cma_len == 0,
+            (true, ReqOp::ReadReq) => r.cma_len == 0 && r.dc_key <= u64::from(u32::MAX),
             (true, _) => false,
         };
         let valid = r.seg_len <= MAX_SEGMENT
@@ -209,7 +218,8 @@ pub enum RespOp {
 }
 
 /// The payload of a [`RespOp::CmaGrant`]: the address (u64) and the
-/// request's nonce (u32, from its `imm`), little-endian, then 4 zero bytes.
+/// request's nonce (u32, from its `dc_key`), little-endian, then 4 zero
+/// bytes.
 pub const CMA_GRANT_LEN: u32 = 16;
 
 /// Why a request was refused.
@@ -514,9 +524,17 @@ mod tests {
             ..r
         };
         assert_eq!(Request::decode(&cma.encode()), Some(cma));
+        // A WRITE with immediate takes the path too, its immediate in
+        // `imm` and the nonce in `dc_key`.
+        let cma_imm = Request {
+            op: ReqOp::WriteImm,
+            imm: 0x1234_5678,
+            ..cma
+        };
+        assert_eq!(Request::decode(&cma_imm.encode()), Some(cma_imm));
         // A same-host WRITE carries no payload, covers at most
-        // MAX_CMA_WRITE and no more than its message; only WRITE and READ
-        // have one; no other request names a length.
+        // MAX_CMA_WRITE and no more than its message; only WRITEs and READ
+        // have one; no other request names a length; the nonce is 32 bits.
         for bad in [
             Request {
                 seg_len: 4096,
@@ -537,7 +555,21 @@ mod tests {
                 ..cma
             },
             Request {
-                op: ReqOp::WriteImm,
+                op: ReqOp::SendImm,
+                ..cma
+            },
+            Request {
+                dc_key: 1 << 32,
+                ..cma
+            },
+            Request {
+                dc_key: 1 << 32,
+                ..cma_imm
+            },
+            Request {
+                op: ReqOp::ReadReq,
+                cma_len: 0,
+                dc_key: u64::MAX,
                 ..cma
             },
             Request {

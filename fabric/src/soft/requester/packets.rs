@@ -119,7 +119,8 @@ pub(super) fn next_packet(g: &mut QpCore, cma: bool) -> Option<Outgoing> {
             let covered = (u64::from(n) * u64::from(SEGMENT))
                 .min(a.len - off)
                 .min(MAX_CMA_WRITE);
-            next = if cma && matches!(op, SendOp::RdmaWrite(_)) && covered >= CMA_MIN {
+            let write = matches!(op, SendOp::RdmaWrite(_) | SendOp::RdmaWriteWithImm(..));
+            next = if cma && write && covered >= CMA_MIN {
                 req.flags |= FLAG_CMA;
                 if k + n == a.nsegs {
                     req.flags |= FLAG_LAST;

@@ -45,13 +45,14 @@ pub(super) fn transmit_cma(
     let mut req = out.req;
     req.src_qpn = qp.qpn;
     req.src_gid = qp.dev.gid;
-    let limit = {
+    let (limit, nonce) = {
         let mut g = qp.lock();
         req.dst_qpn = g.attr.dest_qp_num;
         g.cma_nonce = g.cma_nonce.wrapping_add(1);
-        req.imm = g.cma_nonce;
-        ack_timeout(qp, &g).unwrap_or(Duration::from_secs(2))
+        let limit = ack_timeout(qp, &g).unwrap_or(Duration::from_secs(2));
+        (limit, g.cma_nonce)
     };
+    req.dc_key = u64::from(nonce);
     let len = if read { req.msg_len } else { req.cma_len } as usize;
     let pieces = memory::resolve(&out.sges, qp.pd_id, read, |k| qp.dev.mr(k))
         .map_err(|_| TxError::LocalKey)?;
@@ -63,8 +64,7 @@ pub(super) fn transmit_cma(
         if g.gen != gen || g.state != crate::QpState::Rts {
             return Ok(());
         }
-        let awaited =
-            |gr: &CmaGrant| gr.conn == conn.id && gr.psn == req.psn && gr.nonce == req.imm;
+        let awaited = |gr: &CmaGrant| gr.conn == conn.id && gr.psn == req.psn && gr.nonce == nonce;
         if let Some(gr) = g.cma_grant.filter(awaited) {
             g.cma_grant = None;
             break gr;
@@ -148,7 +148,7 @@ pub(super) fn transmit_cma(
         src_qpn: req.src_qpn,
         src_gid: req.src_gid,
         psn: req.psn,
-        rkey: req.imm,
+        rkey: nonce,
         va: 0,
         seg_len: 0,
         msg_len: 0,

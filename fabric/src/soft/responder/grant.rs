@@ -40,7 +40,12 @@ pub(super) fn grant(
     host: usize,
     req: &Request,
 ) -> io::Result<Granted> {
-    let nonce = req.imm;
+    // Set from a u32 by the requester; any other value is not ours.
+    let Ok(nonce) = u32::try_from(req.dc_key) else {
+        return Err(io::Error::other(
+            "a same-host request's nonce is over 32 bits",
+        ));
+    };
     let len = if req.op == ReqOp::ReadReq {
         req.msg_len
     } else {

@@ -26,6 +26,22 @@ fn nak_and_error(
     respond(stream, Response::nak(req.psn, syn, 0))
 }
 
+/// The last of a WRITE with immediate has landed: its receive completes
+/// with the immediate and the message's length.
+fn complete_write_imm(qp: &QpInner, g: &mut QpCore, req: &Request) {
+    if let Some(r) = g.rq.pop_front() {
+        qp.complete_recv(
+            g,
+            r.wr_id,
+            WcStatus::Success,
+            WcOpcode::RecvRdmaWithImm,
+            req.msg_len,
+            Some(req.imm),
+            req.src_qpn,
+        );
+    }
+}
+
 pub(super) fn rc_request(
     dev: &DeviceShared,
     qp: &QpInner,
@@ -103,7 +119,14 @@ pub(super) fn rc_request(
         }
         // Answered in `serve` (never reaches a QP).
         ReqOp::CmaDone => Ok(()),
-        ReqOp::Write if req.flags & FLAG_CMA != 0 => {
+        ReqOp::Write | ReqOp::WriteImm if req.flags & FLAG_CMA != 0 => {
+            // As on the stream: a WRITE with immediate needs a receive to
+            // consume, checked before any byte lands.
+            if req.op == ReqOp::WriteImm && first && g.rq.is_empty() {
+                let timer = g.attr.min_rnr_timer;
+                drop(g);
+                return respond(stream, Response::nak(req.psn, Syndrome::Rnr, timer));
+            }
             let Ok(Some((mr, host))) = check_write(dev, qp.pd_id, req, req.cma_len, qp_access)
             else {
                 return nak_and_error(qp, g, stream, req, Syndrome::RemoteAccess);
@@ -127,6 +150,9 @@ pub(super) fn rc_request(
             }
             let n = segments(req.cma_len);
             g.epsn = psn::add(req.psn, n);
+            if last && req.op == ReqOp::WriteImm {
+                complete_write_imm(qp, &mut g, req);
+            }
             drop(g);
             respond(stream, Response::ack(psn::add(req.psn, n - 1)))
         }
@@ -160,17 +186,7 @@ pub(super) fn rc_request(
             }
             g.epsn = psn::add(req.psn, 1);
             if last && req.op == ReqOp::WriteImm {
-                if let Some(r) = g.rq.pop_front() {
-                    qp.complete_recv(
-                        &mut g,
-                        r.wr_id,
-                        WcStatus::Success,
-                        WcOpcode::RecvRdmaWithImm,
-                        req.msg_len,
-                        Some(req.imm),
-                        req.src_qpn,
-                    );
-                }
+                complete_write_imm(qp, &mut g, req);
             }
             drop(g);
             respond(stream, Response::ack(req.psn))
