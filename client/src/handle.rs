@@ -114,6 +114,50 @@ impl Hipobj {
         ))
     }
 
+    /// Allocates `size` bytes of zeroed host memory, page-aligned (an
+    /// anonymous mapping of its own, apart from the heap), and registers
+    /// it; the registration owns the memory as
+    /// [`register_owned`](Self::register_owned)'s does.
+    ///
+    /// The host buffer to use for large transfers: where the source and
+    /// the destination of a copy sit at different offsets within a 64-byte
+    /// cache line, the copy itself runs slower (the same-host path's
+    /// kernel copy at half speed, measured in docs/benchmarks.md), and a
+    /// heap `Vec` of a megabyte or more starts 16 bytes into its page
+    /// where an object's file, a staging buffer or GPU memory starts on a
+    /// page boundary.
+    pub fn alloc_host(&self, size: usize) -> Result<Registered<'static, 'static>> {
+        // Refused as registration refuses them, before anything is mapped.
+        if size == 0 {
+            return Err(Error::invalid("a buffer needs a non-zero size"));
+        }
+        if size > crate::buffer::MAX_BUFFER_SIZE {
+            return Err(Error::new(
+                OpError::SizeTooLarge,
+                format!("{size} bytes exceeds the 4 GiB registration limit"),
+            ));
+        }
+        let memory = hipobj_fabric::HostBuffer::zeroed(size)?;
+        let addr = memory.as_ptr() as usize;
+        // SAFETY: the mapping moves into the handle's shared state below
+        // and is unmapped only after that state has deregistered the
+        // buffer (`Registration::drop` runs before its fields drop); moving
+        // a `HostBuffer` does not move its mapping, and nothing but the
+        // handle's methods touches it.
+        unsafe {
+            self.inst
+                .buffers
+                .register_host(&self.inst.device, addr, size)?
+        };
+        Ok(Registered::new(
+            self,
+            addr,
+            size,
+            Owned::Mapped { _memory: memory },
+            None,
+        ))
+    }
+
     /// Allocates `size` bytes of device memory on GPU `device` (numbered
     /// as `gpuDevice`: HIP's devices first, then CUDA's) and registers it
     /// through the three registration paths; the registration owns the
@@ -289,6 +333,8 @@ enum Owned {
     Nothing,
     /// Host memory (held to be freed last).
     Host { _memory: Vec<u8> },
+    /// Host memory mapped by [`Hipobj::alloc_host`] (unmapped last).
+    Mapped { _memory: hipobj_fabric::HostBuffer },
     /// Device memory from [`Hipobj::register_device`] (freed on drop).
     Device { _memory: DeviceMemory },
 }
@@ -677,6 +723,41 @@ mod tests {
         // The last handle is gone: deregistered.
         assert_eq!(lib.instance().buffers.len(), 0);
         assert!(lib.instance().buffers.find(addr).is_err());
+    }
+
+    #[test]
+    fn alloc_host_gives_zeroed_page_aligned_memory_owned_by_the_registration() {
+        let lib = lib();
+        let page = 4096;
+        // Over 4 GiB is refused as register's is, before anything is mapped
+        // for good.
+        let e = lib.alloc_host((4usize << 30) + 1).unwrap_err();
+        assert_eq!(e.op, OpError::SizeTooLarge);
+        assert_eq!(lib.instance().buffers.len(), 0);
+        let len = 3 * page + 100;
+        let buf = lib.alloc_host(len).unwrap();
+        let addr = buf.addr();
+        assert_eq!(addr % page, 0, "page-aligned");
+        assert_eq!(buf.len(), len);
+        assert!(buf.to_vec().unwrap().iter().all(|&b| b == 0), "zeroed");
+        assert!(lib.instance().buffers.find(addr).is_ok());
+        // Owned: a clone on another thread keeps it registered and mapped.
+        let h = buf.handle();
+        drop(buf);
+        std::thread::spawn(move || {
+            h.write(len - 5, b"tail!").unwrap();
+            let mut out = [0u8; 6];
+            h.read(len - 6, &mut out).unwrap();
+            assert_eq!(&out, b"\0tail!");
+        })
+        .join()
+        .unwrap();
+        // The last handle is gone: deregistered (and then unmapped).
+        assert_eq!(lib.instance().buffers.len(), 0);
+        assert!(lib.instance().buffers.find(addr).is_err());
+        // Two allocations never share a page.
+        let (a, b) = (lib.alloc_host(10).unwrap(), lib.alloc_host(10).unwrap());
+        assert!(a.addr().abs_diff(b.addr()) >= page);
     }
 
     #[test]

@@ -250,7 +250,10 @@ pub fn run_plan(
                 let v: Vec<u8> = (0..size as usize)
                     .map(|i| (i as u8).wrapping_mul(31).wrapping_add(w as u8))
                     .collect();
-                lib.register_owned(v)
+                // Page-aligned, as `hipobj demo`'s (docs/benchmarks.md).
+                let r = lib.alloc_host(size as usize)?;
+                r.write(0, &v)?;
+                Ok::<_, hipobj::Error>(r)
             })
             .collect::<Result<Vec<_>, _>>()
             .context("registering the buffers")?;

@@ -106,7 +106,7 @@ impl Ctx<'_> {
             Some(gpu) => lib
                 .register_device(gpu, size)
                 .with_context(|| format!("registering {size} bytes on GPU {gpu}"))?,
-            None => lib.register_owned(vec![0u8; size])?,
+            None => lib.alloc_host(size)?,
         })
     }
 }
