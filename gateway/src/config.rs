@@ -205,6 +205,10 @@ pub struct RdmaConfig {
     /// GETs of 1 MiB and more from the embedded store are sent from the
     /// object's file, mapped and registered, instead of through staging.
     pub map_store_files: bool,
+    /// Bytes of mapped object ranges kept per device for the next GET of
+    /// the same range (`rdma::mapped::MappedCache`); `None`: the staging
+    /// pool's size.
+    pub store_mapping_cache: Option<u64>,
     /// Staging buffers one access key may hold at a time; `None`: the whole
     /// pool when one access key is configured, half of it when several.
     pub staging_per_key: Option<usize>,
@@ -323,6 +327,7 @@ impl Default for RdmaConfig {
             pair_probe: Duration::from_secs(15),
             progress_timeout: Duration::from_secs(15),
             map_store_files: true,
+            store_mapping_cache: None,
             staging_per_key: None,
             dc_initiators: 64,
             dc_per_key: 16,

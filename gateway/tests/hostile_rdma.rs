@@ -394,7 +394,17 @@ fn stalled_transfers_release_the_pool_after_their_progress_deadline() {
 #[test]
 fn stalled_mapped_gets_release_their_mapping_after_the_progress_deadline() {
     const REGIONS: &str = "hipobj_rdma_store_mapped_regions";
-    let gw = gateway_with(bin(), &["--rdma-progress-timeout", "2s"], &[]);
+    // Nothing kept for a next GET: the stalled GETs' own mappings.
+    let gw = gateway_with(
+        bin(),
+        &[
+            "--rdma-progress-timeout",
+            "2s",
+            "--store-mapping-cache-mib",
+            "0",
+        ],
+        &[],
+    );
     let s3 = S3::new(&gw.url);
     s3.create_bucket("bkt");
     let obj = pattern(3, 8 * MIB);
@@ -412,6 +422,44 @@ fn stalled_mapped_gets_release_their_mapping_after_the_progress_deadline() {
     );
     assert!(rdma_get(&s3, "/bkt/big", obj.len()) == obj);
     assert_eq!(metric(&gw.url, REGIONS), 0.0);
+}
+
+/// With mappings kept for the next GET (the default), stalled GETs of one
+/// object share one mapping, which stays kept (bounded by the cache's
+/// size) after they fail and serves the next GET of the object, with the
+/// right bytes; a new version of the object gets a mapping of its own.
+#[test]
+fn stalled_mapped_gets_share_one_kept_mapping() {
+    const REGIONS: &str = "hipobj_rdma_store_mapped_regions";
+    let gw = gateway_with(bin(), &["--rdma-progress-timeout", "2s"], &[]);
+    let s3 = S3::new(&gw.url);
+    s3.create_bucket("bkt");
+    let obj = pattern(4, 8 * MIB);
+    assert!(s3.put_plain("/bkt/big", obj.clone()).status.is_success());
+    // One GET first, so that the stalled ones find its mapping kept.
+    assert!(rdma_get(&s3, "/bkt/big", obj.len()) == obj);
+    assert_eq!(metric(&gw.url, REGIONS), 1.0);
+    let stalled = stalled_gets(&gw.url, &s3, "/bkt/big", obj.len(), 2);
+    assert!(
+        eventually(Duration::from_secs(10), || metric(
+            &gw.url,
+            "hipobj_http_requests_in_flight"
+        ) >= 2.0),
+        "both GETs under way"
+    );
+    // They map first thing, then stall on their first WRITE.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(metric(&gw.url, REGIONS), 1.0, "one mapping, shared");
+    fail_stalled_gets(stalled);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(metric(&gw.url, REGIONS), 1.0, "kept, not one per GET");
+    assert!(rdma_get(&s3, "/bkt/big", obj.len()) == obj);
+    assert_eq!(metric(&gw.url, REGIONS), 1.0);
+    // A new version: its own mapping, its own bytes.
+    let newer = pattern(5, 8 * MIB);
+    assert!(s3.put_plain("/bkt/big", newer.clone()).status.is_success());
+    assert!(rdma_get(&s3, "/bkt/big", newer.len()) == newer);
+    assert_eq!(metric(&gw.url, REGIONS), 2.0);
 }
 
 /// Defect 9 (low): DC requests take initiators from a bounded pool, so

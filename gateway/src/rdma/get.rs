@@ -314,12 +314,10 @@ async fn from_mapping(
         ),
         None => None,
     };
-    let (pd, r) = (ctx.pool.pd().clone(), range.clone());
-    let mapped =
-        tokio::task::spawn_blocking(move || MappedSource::map(&pd, r.file(), r.start(), r.len()))
-            .await;
+    let (kept, r) = (ctx.mapped.clone(), range.clone());
+    let mapped = tokio::task::spawn_blocking(move || kept.map(r.file(), r.start(), r.len())).await;
     let src = match mapped {
-        Ok(Ok(m)) => Arc::new(m),
+        Ok(Ok(m)) => m,
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "the object is not mapped; it is read into staging");
             return None;

@@ -335,6 +335,7 @@ impl RdmaEngine {
                 depth: engine.depth(),
                 progress_timeout: engine.progress_timeout(),
                 map_files: engine.cfg.map_store_files,
+                mapped: &rail.mapped,
                 pool_timeout: engine.pool_timeout(),
                 share: &share,
                 upstream: &upstream,

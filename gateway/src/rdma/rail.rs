@@ -12,6 +12,7 @@ use hipobj_fabric::seam::Provider;
 use hipobj_fabric::{Device, Gid, PortState, ProtectionDomain};
 
 use super::dci::{self, DciPool};
+use super::mapped::MappedCache;
 use super::pairs::{Limits, Pairs};
 use super::shares::KeyShares;
 use super::staging::{PoolError, StagingPool};
@@ -47,6 +48,9 @@ pub struct Rail {
     pub(super) params: RcParams,
     /// Its staging pool.
     pub pool: StagingPool,
+    /// Object ranges mapped and registered in the pool's PD, kept for the
+    /// next GET of the same range.
+    pub mapped: MappedCache,
     /// Its connected pairs.
     pub pairs: Pairs,
     /// Its DC initiators.
@@ -85,6 +89,13 @@ impl Rail {
         let (gid, params) = Rail::addressing(&device)?;
         let pd = device.alloc_pd()?;
         let pool = StagingPool::sharing(&pd, cfg.chunk_size, buffers, shares.clone())?;
+        let kept = match cfg.map_store_files {
+            true => cfg
+                .store_mapping_cache
+                .unwrap_or((cfg.chunk_size as u64).saturating_mul(buffers as u64)),
+            false => 0,
+        };
+        let mapped = MappedCache::new(pool.pd(), kept);
         let pairs = Pairs::new(Limits {
             per_key: cfg.pairs_per_key,
             total: cfg.pairs_total,
@@ -98,6 +109,7 @@ impl Rail {
             gid,
             params,
             pool,
+            mapped,
             pairs,
             dcis,
         })

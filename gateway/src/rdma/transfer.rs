@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::mapped::MappedCache;
 use super::staging::{Share, StagingPool};
 use crate::upstream::Upstream;
 
@@ -19,6 +20,8 @@ pub(crate) struct Transfer<'a> {
     pub progress_timeout: Duration,
     /// Whether a GET from the embedded store may send from the mapped file.
     pub map_files: bool,
+    /// The device's kept mappings, in the pool's PD.
+    pub mapped: &'a MappedCache,
     /// How long a transfer waits for a staging buffer.
     pub pool_timeout: Duration,
     /// The access key's share of the staging pool.

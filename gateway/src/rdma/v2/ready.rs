@@ -170,6 +170,7 @@ impl RdmaEngine {
             depth: self.depth(),
             progress_timeout: self.progress_timeout(),
             map_files: self.cfg.map_store_files,
+            mapped: &rail.mapped,
             pool_timeout: self.pool_timeout(),
             share: &share,
             upstream,
