@@ -9,6 +9,13 @@ pub const ENV_TIMEOUT_SCALE: &str = "HIPOBJ_SOFT_TIMEOUT_SCALE";
 /// path off; `privileged` lets it be used also while this process is root
 /// or holds `CAP_SYS_PTRACE` (off by default: see `cma`).
 pub const ENV_CMA: &str = "HIPOBJ_SOFT_CMA";
+/// Environment variable: how long, in microseconds, a thread waiting on a
+/// CQ polls it before it sleeps ([`SoftConfig::cq_spin`]); 0 turns it off.
+pub const ENV_CQ_SPIN_US: &str = "HIPOBJ_SOFT_CQ_SPIN_US";
+
+/// How long, by default, a thread waiting on a CQ polls it before it
+/// sleeps ([`SoftConfig::cq_spin`]).
+pub const CQ_SPIN: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// How long, by default, a same-host grant keeps its region registered
 /// waiting for the requester's done: far more than the copy of the largest
@@ -49,6 +56,14 @@ pub struct SoftConfig {
     /// timers would cut off slow but honest copies. Tests of the timeout
     /// itself shorten it.
     pub cma_done_timeout: std::time::Duration,
+    /// How long a thread waiting on one of this device's CQs
+    /// (`CompletionQueue::wait_one` and the like) keeps polling it,
+    /// yielding the CPU between polls, before it sleeps on the CQ: a
+    /// completion that comes meanwhile is taken without a wake-up, which
+    /// on a VM costs tens of microseconds when the waiter's vCPU has gone
+    /// idle. [`CQ_SPIN`] by default; zero, or a machine with one CPU,
+    /// sleeps at once. Not scaled by `timeout_scale`.
+    pub cq_spin: std::time::Duration,
 }
 
 impl Default for SoftConfig {
@@ -58,13 +73,15 @@ impl Default for SoftConfig {
             cma: true,
             cma_privileged: false,
             cma_done_timeout: CMA_DONE_TIMEOUT,
+            cq_spin: CQ_SPIN,
         }
     }
 }
 
 impl SoftConfig {
     /// Defaults, with `HIPOBJ_SOFT_TIMEOUT_SCALE` applied when it is a
-    /// positive number (anything else is ignored).
+    /// positive number, `HIPOBJ_SOFT_CQ_SPIN_US` when it is a whole number
+    /// (at most 10 ms), and `HIPOBJ_SOFT_CMA` (anything else is ignored).
     pub fn from_env() -> SoftConfig {
         let mut c = SoftConfig::default();
         if let Some(s) = std::env::var(ENV_TIMEOUT_SCALE)
@@ -74,6 +91,12 @@ impl SoftConfig {
             if s.is_finite() && s > 0.0 {
                 c.timeout_scale = s;
             }
+        }
+        if let Some(us) = std::env::var(ENV_CQ_SPIN_US)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            c.cq_spin = std::time::Duration::from_micros(us.min(10_000));
         }
         if let Ok(v) = std::env::var(ENV_CMA) {
             match v.trim().to_ascii_lowercase().as_str() {

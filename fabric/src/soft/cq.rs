@@ -9,7 +9,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 struct CqState {
@@ -31,6 +31,19 @@ pub(crate) struct CqInner {
     /// Set by `arm`, taken by the next completion, which then signals the
     /// eventfd once (`ibv_req_notify_cq` semantics).
     armed: AtomicBool,
+    /// Whether a completion (or the overrun) waits: set and cleared under
+    /// `state`'s lock, read without it by a spinning waiter.
+    pending: AtomicBool,
+    /// How long a waiter polls before it sleeps (`SoftConfig::cq_spin`;
+    /// zero on a machine with one CPU).
+    spin: Duration,
+}
+
+/// Whether this machine has more than one CPU to run on (a waiter that
+/// polls on the only one just keeps the completer from running).
+fn several_cpus() -> bool {
+    static SEVERAL: OnceLock<bool> = OnceLock::new();
+    *SEVERAL.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
 }
 
 /// A nonblocking, close-on-exec eventfd.
@@ -46,7 +59,9 @@ fn new_eventfd() -> io::Result<OwnedFd> {
 }
 
 impl CqInner {
-    pub fn new(capacity: usize) -> CqInner {
+    /// A CQ of `capacity` completions whose waiters poll for `spin`
+    /// before they sleep.
+    pub fn new(capacity: usize, spin: Duration) -> CqInner {
         CqInner {
             state: Mutex::new(CqState {
                 items: VecDeque::new(),
@@ -56,6 +71,8 @@ impl CqInner {
             capacity,
             events: OnceLock::new(),
             armed: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
+            spin: if several_cpus() { spin } else { Duration::ZERO },
         }
     }
 
@@ -94,6 +111,7 @@ impl CqInner {
         } else {
             s.items.push_back(wc);
         }
+        self.pending.store(true, Ordering::Release);
         drop(s);
         self.ready.notify_all();
         self.signal();
@@ -116,10 +134,31 @@ impl CqOps for SoftCq {
         }
         let n = max.min(s.items.len());
         out.extend(s.items.drain(..n));
+        self.inner
+            .pending
+            .store(!s.items.is_empty(), Ordering::Release);
         Ok(n)
     }
 
     fn wait(&self, timeout: Duration) -> bool {
+        // Poll first, giving the CPU to whatever else is runnable between
+        // polls (the thread that will push the completion, often): the
+        // waiter stays runnable, so its CPU does not go idle and need a
+        // wake-up, and a completion that comes meanwhile is seen at once.
+        let spin = self.inner.spin.min(timeout);
+        if !spin.is_zero() {
+            let start = Instant::now();
+            loop {
+                if self.inner.pending.load(Ordering::Acquire) {
+                    return true;
+                }
+                if start.elapsed() >= spin {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+        let timeout = timeout.saturating_sub(spin);
         let s = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
         let (s, _) = self
             .inner
@@ -219,7 +258,7 @@ mod tests {
     #[test]
     fn an_armed_cq_signals_its_eventfd_once_per_arming() {
         let cq = SoftCq {
-            inner: Arc::new(CqInner::new(8)),
+            inner: Arc::new(CqInner::new(8, Duration::ZERO)),
         };
         let fd = cq.event_fd().unwrap();
         cq.inner.push(wc(1));
@@ -241,7 +280,7 @@ mod tests {
     #[test]
     fn arming_for_the_next_completion_ignores_those_queued() {
         let cq = SoftCq {
-            inner: Arc::new(CqInner::new(8)),
+            inner: Arc::new(CqInner::new(8, Duration::ZERO)),
         };
         let fd = cq.event_fd().unwrap();
         cq.inner.push(wc(1));
@@ -255,12 +294,48 @@ mod tests {
     #[test]
     fn arming_a_cq_that_holds_completions_signals_at_once() {
         let cq = SoftCq {
-            inner: Arc::new(CqInner::new(8)),
+            inner: Arc::new(CqInner::new(8, Duration::ZERO)),
         };
         let fd = cq.event_fd().unwrap();
         cq.inner.push(wc(1));
         cq.arm().unwrap();
         assert!(readable(fd));
         assert_eq!(cq.take_events().unwrap(), 1);
+    }
+
+    /// A waiter that polls before it sleeps sees a completion that comes
+    /// while it polls, and one that comes after it has gone to sleep; a
+    /// drained CQ is empty again to it, and a spin longer than the wait's
+    /// timeout is cut to it.
+    #[test]
+    fn a_polling_waiter_sees_completions_during_and_after_its_spin() {
+        for spin in [
+            Duration::ZERO,
+            Duration::from_millis(20),
+            Duration::from_secs(5),
+        ] {
+            let cq = SoftCq {
+                inner: Arc::new(CqInner {
+                    // Forced on, whatever the machine's CPUs.
+                    spin,
+                    ..CqInner::new(8, Duration::ZERO)
+                }),
+            };
+            let mut out = Vec::new();
+            // Empty: the wait ends by its timeout, not by the spin.
+            assert!(!cq.wait(Duration::from_millis(30)), "{spin:?}");
+            for delay_ms in [1u64, 60] {
+                let inner = cq.inner.clone();
+                let pusher = std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(delay_ms));
+                    inner.push(wc(delay_ms));
+                });
+                assert!(cq.wait(Duration::from_secs(10)), "{spin:?} {delay_ms}");
+                assert_eq!(cq.poll(&mut out, 8).unwrap(), 1);
+                assert_eq!(out.pop().unwrap().wr_id, delay_ms);
+                pusher.join().unwrap();
+                assert!(!cq.wait(Duration::from_millis(5)), "drained");
+            }
+        }
     }
 }

@@ -101,7 +101,7 @@ impl DeviceOps for SoftDevice {
             return Err(FabricError::invalid("create_cq", format!("{cqe} entries")));
         }
         Ok(Arc::new(SoftCq {
-            inner: Arc::new(CqInner::new(cqe as usize)),
+            inner: Arc::new(CqInner::new(cqe as usize, self.shared.config.cq_spin)),
         }))
     }
 }
