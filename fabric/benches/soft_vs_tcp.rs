@@ -110,15 +110,18 @@ fn side(dev: &hipobj_fabric::Device, pd: &hipobj_fabric::ProtectionDomain) -> Si
 }
 
 /// WRITE and READ times of `bytes` between two soft devices, with the
-/// same-host path on (`cma`) or off, and then the times of `small_count`
-/// WRITEs of `small` bytes, one at a time.
+/// same-host path on (`cma`) or off; the time of a WRITE whose destination
+/// is 16 bytes off its source's alignment (a heap `Vec` of a megabyte or
+/// more starts 16 bytes into its page; registered buffers here start on
+/// one); and then the times of `small_count` WRITEs of `small` bytes, one
+/// at a time.
 fn soft(
     bytes: usize,
     runs: usize,
     cma: bool,
     small: usize,
     small_count: usize,
-) -> (Duration, Duration, Vec<Duration>) {
+) -> (Duration, Duration, Duration, Vec<Duration>) {
     let p = SoftProvider::new(
         vec![Ipv4Addr::LOCALHOST],
         SoftConfig {
@@ -155,6 +158,16 @@ fn soft(
         start.elapsed()
     };
     let run = |op: SendOp| run_len(op, bytes);
+    let skewed = (0..runs)
+        .map(|_| {
+            let to = RemoteAddr {
+                addr: target.addr + 16,
+                rkey: target.rkey,
+            };
+            run_len(SendOp::RdmaWrite(to), bytes - 64)
+        })
+        .min()
+        .unwrap();
     let write = (0..runs)
         .map(|_| run(SendOp::RdmaWrite(target)))
         .min()
@@ -176,7 +189,7 @@ fn soft(
         .map(|_| run_len(SendOp::RdmaWrite(target), small.min(bytes)))
         .collect();
     drop(b);
-    (write, read, small_times)
+    (write, read, skewed, small_times)
 }
 
 fn main() {
@@ -195,8 +208,9 @@ fn main() {
     let small = env_usize("BENCH_SMALL_BYTES", 4096);
     let small_count = env_usize("BENCH_SMALL_COUNT", 2000);
     let mut ping = tcp_ping_pong(small, small_count);
-    let (write_tcp, read_tcp, mut small_tcp) = soft(bytes, runs, false, small, small_count);
-    let (write, read, mut small_cma) = soft(bytes, runs, true, small, small_count);
+    let (write_tcp, read_tcp, skewed_tcp, mut small_tcp) =
+        soft(bytes, runs, false, small, small_count);
+    let (write, read, skewed, mut small_cma) = soft(bytes, runs, true, small, small_count);
     let cma = hipobj_fabric::soft::cma_bytes() > 0;
 
     println!();
@@ -206,8 +220,16 @@ fn main() {
         ("plain TCP loopback copy", tcp),
         ("soft RDMA WRITE, TCP stream", write_tcp),
         ("soft RDMA READ, TCP stream", read_tcp),
+        (
+            "soft RDMA WRITE, TCP stream, destination 16 bytes off",
+            skewed_tcp,
+        ),
         ("soft RDMA WRITE, same-host path", write),
         ("soft RDMA READ, same-host path", read),
+        (
+            "soft RDMA WRITE, same-host path, destination 16 bytes off",
+            skewed,
+        ),
     ] {
         println!(
             "| {name} | {:.3} | {:.2} | {:.2} |",
