@@ -126,7 +126,7 @@ fn soft(
         vec![Ipv4Addr::LOCALHOST],
         SoftConfig {
             cma,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env()
         },
     );
     let dev_a = p.open_ip(Ipv4Addr::LOCALHOST);
@@ -195,7 +195,10 @@ fn soft(
 fn main() {
     let bytes = env_usize("BENCH_BYTES", 1 << 30);
     let runs = env_usize("BENCH_RUNS", 3);
-    println!("soft RDMA vs plain TCP loopback: {bytes} bytes, best of {runs} runs");
+    println!(
+        "soft RDMA vs plain TCP loopback: {bytes} bytes, best of {runs} runs; CQ waiters poll for {:?} first",
+        SoftConfig::from_env().cq_spin
+    );
 
     let src = vec![0u8; bytes].into_boxed_slice();
     let mut src = src;
