@@ -65,7 +65,10 @@ pub mod testing;
 pub mod timers;
 
 pub use completion::vendor_err;
-pub use config::{cma_bytes, SoftConfig, CMA_DONE_TIMEOUT, ENV_ADDRS, ENV_CMA, ENV_TIMEOUT_SCALE};
+pub use config::{
+    cma_bytes, SoftConfig, CMA_DONE_TIMEOUT, CQ_SPIN, ENV_ADDRS, ENV_CMA, ENV_CQ_SPIN_US,
+    ENV_TIMEOUT_SCALE,
+};
 pub use stats::{SoftCounters, SoftStats};
 
 use crate::error::{FabricError, Result};
