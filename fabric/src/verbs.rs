@@ -417,6 +417,10 @@ unsafe impl Send for HostBuffer {}
 // access (device accesses are outside Rust, see the type's documentation).
 unsafe impl Sync for HostBuffer {}
 
+/// Buffers of at least this size are advised to use transparent huge
+/// pages (x86-64's 2 MiB).
+const HUGE_PAGE: usize = 2 << 20;
+
 impl HostBuffer {
     /// Maps `len` zeroed bytes (at least one page is mapped, so that a
     /// zero-length buffer still has a valid address).
@@ -429,6 +433,13 @@ impl HostBuffer {
         }
         let mut map = MmapMut::map_anon(len.max(1))
             .map_err(|e| FabricError::no_resources("alloc_buffer", format!("{len} bytes: {e}")))?;
+        if len >= HUGE_PAGE {
+            // Transparent huge pages where the system gives them on
+            // request (`madvise` mode): a 64 MiB buffer is 32 pages to
+            // fault in, zero, pin and map instead of 16384. Only advice: a
+            // system that refuses keeps 4 KiB pages.
+            let _ = map.advise(memmap2::Advice::HugePage);
+        }
         let ptr = NonNull::new(map.as_mut_ptr())
             .ok_or_else(|| FabricError::no_resources("alloc_buffer", format!("{len} bytes")))?;
         Ok(HostBuffer {
@@ -628,5 +639,47 @@ mod tests {
         let (start, end, path) = mapping_of(addr).expect("the buffer is mapped");
         assert!(start <= addr && addr + LEN <= end);
         assert_eq!(path, "", "an anonymous mapping");
+    }
+
+    /// The `VmFlags` of the `/proc/self/smaps` mapping that contains
+    /// `addr`.
+    fn vm_flags_of(addr: usize) -> Option<Vec<String>> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ') {
+                if let Some((a, b)) = range.split_once('-') {
+                    if let (Ok(a), Ok(b)) =
+                        (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                    {
+                        inside = a <= addr && addr < b;
+                        continue;
+                    }
+                }
+            }
+            if inside {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return Some(flags.split_whitespace().map(str::to_string).collect());
+                }
+            }
+        }
+        None
+    }
+
+    /// Buffers of 2 MiB and more are advised to use transparent huge
+    /// pages (`hg` in smaps: fewer pages to fault in, pin and copy
+    /// through); smaller ones are not.
+    #[test]
+    fn large_buffers_ask_for_huge_pages() {
+        let big = HostBuffer::zeroed(4 << 20).unwrap();
+        let small = HostBuffer::zeroed(1 << 20).unwrap();
+        let flags = vm_flags_of(big.as_ptr() as usize).expect("mapped");
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+            eprintln!("no transparent huge pages in this kernel: {flags:?}");
+            return;
+        }
+        assert!(flags.iter().any(|f| f == "hg"), "{flags:?}");
+        let flags = vm_flags_of(small.as_ptr() as usize).expect("mapped");
+        assert!(!flags.iter().any(|f| f == "hg"), "{flags:?}");
     }
 }
