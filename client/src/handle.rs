@@ -95,23 +95,10 @@ impl Hipobj {
     pub fn register_owned(&self, memory: Vec<u8>) -> Result<Registered<'static, 'static>> {
         let mut memory = memory;
         let (addr, size) = (memory.as_mut_ptr() as usize, memory.len());
-        // SAFETY: the vector moves into the handle's shared state below and
-        // is dropped only after that state has deregistered the buffer
-        // (`Registration::drop` runs before its fields drop); moving a
-        // `Vec` does not move its heap allocation, and nothing but the
-        // handle's methods touches it.
-        unsafe {
-            self.inst
-                .buffers
-                .register_host(&self.inst.device, addr, size)?
-        };
-        Ok(Registered::new(
-            self,
-            addr,
-            size,
-            Owned::Host { _memory: memory },
-            None,
-        ))
+        // SAFETY: `[addr, addr + size)` is the vector's heap allocation,
+        // which moving the `Vec` into `Owned` does not move; it is dropped
+        // only with the registration, and nothing else touches it.
+        unsafe { self.register_owning(addr, size, Owned::Host { _memory: memory }) }
     }
 
     /// Allocates `size` bytes of zeroed host memory, page-aligned (an
@@ -127,35 +114,39 @@ impl Hipobj {
     /// where an object's file, a staging buffer or GPU memory starts on a
     /// page boundary.
     pub fn alloc_host(&self, size: usize) -> Result<Registered<'static, 'static>> {
-        // Refused as registration refuses them, before anything is mapped.
-        if size == 0 {
-            return Err(Error::invalid("a buffer needs a non-zero size"));
-        }
-        if size > crate::buffer::MAX_BUFFER_SIZE {
-            return Err(Error::new(
-                OpError::SizeTooLarge,
-                format!("{size} bytes exceeds the 4 GiB registration limit"),
-            ));
-        }
+        // The mapping is lazy: a size registration refuses (0, over 4 GiB)
+        // is refused by `register_owning` below and the mapping dropped.
         let memory = hipobj_fabric::HostBuffer::zeroed(size)?;
         let addr = memory.as_ptr() as usize;
-        // SAFETY: the mapping moves into the handle's shared state below
-        // and is unmapped only after that state has deregistered the
-        // buffer (`Registration::drop` runs before its fields drop); moving
-        // a `HostBuffer` does not move its mapping, and nothing but the
-        // handle's methods touches it.
+        // SAFETY: `[addr, addr + size)` is the mapping, which moving the
+        // `HostBuffer` into `Owned` does not move; it is unmapped only with
+        // the registration, and nothing else touches it.
+        unsafe { self.register_owning(addr, size, Owned::Mapped { _memory: memory }) }
+    }
+
+    /// Registers `[addr, addr + size)` as host memory that `owned` holds;
+    /// the registration keeps `owned` and drops it only after it has
+    /// deregistered the buffer (`Registration::drop` runs before its
+    /// fields drop).
+    ///
+    /// # Safety
+    ///
+    /// `owned` must own `[addr, addr + size)`, keep it in place when moved,
+    /// and nothing but the returned handle's methods may touch it.
+    unsafe fn register_owning(
+        &self,
+        addr: usize,
+        size: usize,
+        owned: Owned,
+    ) -> Result<Registered<'static, 'static>> {
+        // SAFETY: the caller's promise; `owned` moves into the handle's
+        // shared state, which outlives the registration.
         unsafe {
             self.inst
                 .buffers
                 .register_host(&self.inst.device, addr, size)?
         };
-        Ok(Registered::new(
-            self,
-            addr,
-            size,
-            Owned::Mapped { _memory: memory },
-            None,
-        ))
+        Ok(Registered::new(self, addr, size, owned, None))
     }
 
     /// Allocates `size` bytes of device memory on GPU `device` (numbered
