@@ -285,6 +285,16 @@ mod clmul {
         )
     }
 
+    /// The last block's lanes folded onto its last one: lane i moved over
+    /// the distance whose constants are `k[i]` (one fewer than the lanes).
+    #[target_feature(enable = "pclmulqdq")]
+    fn onto_last(lanes: &[__m128i], k: &[(u64, u64)]) -> __m128i {
+        let (last, rest) = lanes.split_last().expect("a block has lanes");
+        rest.iter().zip(k).fold(*last, |acc, (lane, &k)| {
+            _mm_xor_si128(acc, fold(*lane, pack(k)))
+        })
+    }
+
     /// # Safety
     ///
     /// The CPU must have PCLMULQDQ; `bytes` must hold at least
@@ -303,10 +313,7 @@ mod clmul {
             }
             at += BLOCK;
         }
-        let mut acc = lanes[LANES - 1];
-        for (i, lane) in lanes[..LANES - 1].iter().enumerate() {
-            acc = _mm_xor_si128(acc, fold(*lane, pack(c.onto_last[i])));
-        }
+        let acc = onto_last(&lanes, &c.onto_last);
         // SAFETY: the CPU has PCLMULQDQ (this function's own contract).
         unsafe { finish(acc, bytes, at) }
     }
@@ -377,11 +384,7 @@ mod clmul {
         // first 16 of the 64 bytes it was loaded from.
         let lanes: [[__m128i; 4]; WIDE] =
             regs.map(|r| unsafe { std::mem::transmute::<__m512i, [__m128i; 4]>(r) });
-        let lanes = lanes.as_flattened();
-        let mut acc = lanes[WIDE_LANES - 1];
-        for (i, lane) in lanes[..WIDE_LANES - 1].iter().enumerate() {
-            acc = _mm_xor_si128(acc, fold(*lane, pack(c.wide_onto_last[i])));
-        }
+        let acc = onto_last(lanes.as_flattened(), &c.wide_onto_last);
         // SAFETY: the CPU has PCLMULQDQ (this function's own contract).
         unsafe { finish(acc, bytes, at) }
     }
@@ -423,11 +426,7 @@ mod clmul {
         // first 16 of the 32 bytes it was loaded from.
         let lanes: [[__m128i; 2]; AVX2_REGS] =
             regs.map(|r| unsafe { std::mem::transmute::<__m256i, [__m128i; 2]>(r) });
-        let lanes = lanes.as_flattened();
-        let mut acc = lanes[WIDE_LANES - 1];
-        for (i, lane) in lanes[..WIDE_LANES - 1].iter().enumerate() {
-            acc = _mm_xor_si128(acc, fold(*lane, pack(c.wide_onto_last[i])));
-        }
+        let acc = onto_last(lanes.as_flattened(), &c.wide_onto_last);
         // SAFETY: the CPU has PCLMULQDQ (this function's own contract).
         unsafe { finish(acc, bytes, at) }
     }
