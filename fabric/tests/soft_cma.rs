@@ -265,19 +265,7 @@ fn a_write_with_immediate_takes_the_path_and_completes_its_receive() {
         remote.buf_mut().fill(0);
         let before = hipobj_fabric::soft::cma_bytes();
         let grants = b.stats().now().grants;
-        let write_imm = SendWr {
-            wr_id: 3,
-            op: SendOp::RdmaWriteWithImm(
-                RemoteAddr {
-                    addr: remote.mr().addr(),
-                    rkey: remote.mr().rkey(),
-                },
-                0x1234_5678,
-            ),
-            sg_list: vec![src.sge(0, len as u32).unwrap()],
-            signaled: true,
-            dc: None,
-        };
+        let write_imm = write_imm_wr(3, src.sge(0, len as u32).unwrap(), &remote, 0, 0x1234_5678);
         // No receive yet: refused (RNR, retried) before any byte lands.
         a.qp.post_send(&write_imm).unwrap();
         std::thread::sleep(Duration::from_millis(100));

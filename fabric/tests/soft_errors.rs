@@ -510,19 +510,7 @@ fn write_with_immediate_and_send_consume_receives() {
         sg_list: vec![rbuf.sge(0, 8192).unwrap()],
     })
     .unwrap();
-    let wr = SendWr {
-        wr_id: 1,
-        op: SendOp::RdmaWriteWithImm(
-            RemoteAddr {
-                addr: remote.mr().addr(),
-                rkey: remote.mr().rkey(),
-            },
-            0xabcd,
-        ),
-        sg_list: vec![src.sge(0, 4096).unwrap()],
-        signaled: true,
-        dc: None,
-    };
+    let wr = write_imm_wr(1, src.sge(0, 4096).unwrap(), &remote, 0, 0xabcd);
     a.qp.post_send(&wr).unwrap();
     assert_eq!(a.wait().status, WcStatus::Success);
     let wc = b.wait();

@@ -194,6 +194,20 @@ pub fn write_wr(id: u64, local: Sge, remote: &RegisteredBuffer, off: u64) -> Sen
     }
 }
 
+/// An RDMA WRITE with immediate `imm` of `local` to `remote` at `off`.
+pub fn write_imm_wr(id: u64, local: Sge, remote: &RegisteredBuffer, off: u64, imm: u32) -> SendWr {
+    SendWr {
+        op: SendOp::RdmaWriteWithImm(
+            RemoteAddr {
+                addr: remote.mr().addr() + off,
+                rkey: remote.mr().rkey(),
+            },
+            imm,
+        ),
+        ..write_wr(id, local, remote, off)
+    }
+}
+
 pub fn read_wr(id: u64, local: Sge, remote: &RegisteredBuffer, off: u64) -> SendWr {
     SendWr {
         wr_id: id,
