@@ -1,7 +1,11 @@
 //! Object operations: put, get, head, delete, copy, in the store's terms
 //! plus s3s's DTOs where they are the natural form.
 
+use std::fs;
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
@@ -12,7 +16,7 @@ use crate::error::io_err;
 use crate::fsio::TmpPath;
 use crate::meta::{millis, now_ms, timestamp, Attributes, Checksums, ObjectMeta, FORMAT};
 use crate::names::{random_id, valid_key};
-use crate::read::{FileRange, FileStream};
+use crate::read::{FileRange, FileStream, READ_WITH_OPEN_MAX};
 use crate::receive::{check_length, md5_hex, receive_body, MAX_PUT};
 use crate::store::{blocking, commit_object, open_object, remove_object, Store};
 
@@ -149,6 +153,28 @@ struct ReadView {
     parts_count: Option<i32>,
     /// The checksums, given only when the whole object is served.
     checksums: Checksums,
+}
+
+/// The whole of an object's `file` of `size` bytes, when the object is
+/// small ([`READ_WITH_OPEN_MAX`]) and the file holds exactly that many
+/// (blocking). Anything else (a larger object, a file shorter or longer
+/// than its record, a failed read) is left to the ordinary reads, which
+/// report it as they always have. Read before the request's conditions
+/// are checked: a small object's bytes are cheaper to read than a second
+/// trip to the blocking pool, even for the few conditional GETs that
+/// then send none.
+fn read_small(file: &fs::File, size: u64) -> Option<Bytes> {
+    if size > READ_WITH_OPEN_MAX {
+        return None;
+    }
+    let mut buf = vec![0u8; usize::try_from(size).ok()?];
+    file.read_exact_at(&mut buf, 0).ok()?;
+    // One more byte would mean the file is longer than its record.
+    let mut extra = [0u8; 1];
+    match file.read_at(&mut extra, size) {
+        Ok(0) => Some(Bytes::from(buf)),
+        _ => None,
+    }
 }
 
 /// The conditions checked (304/412), then the range or part selected.
@@ -292,7 +318,12 @@ impl Store {
         check_key(&input.key)?;
         let bucket = self.bucket(&input.bucket)?;
         let key = input.key.clone();
-        let (meta, file) = blocking(move || open_object(&bucket, &key)).await?;
+        let (meta, file, contents) = blocking(move || {
+            let (meta, file) = open_object(&bucket, &key)?;
+            let contents = read_small(&file, meta.size);
+            Ok((meta, file, contents))
+        })
+        .await?;
         let conditions = ReadConditions {
             if_match: input.if_match.as_ref(),
             if_none_match: input.if_none_match.as_ref(),
@@ -301,7 +332,11 @@ impl Store {
         };
         let view = read_view(&meta, &conditions, input.range.as_ref(), input.part_number)?;
         let whole = view.start == 0 && view.len == meta.size;
-        let range = FileRange::new(file, view.start, view.len).with_object_crc64nvme(
+        let mut range = FileRange::new(file, view.start, view.len);
+        if let Some(c) = contents {
+            range = range.with_contents(c);
+        }
+        let range = range.with_object_crc64nvme(
             meta.checksums
                 .crc64nvme
                 .clone()
@@ -503,5 +538,34 @@ impl Store {
             }),
             ..Default::default()
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_small_file_of_exactly_its_recorded_size_is_read_with_the_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let data: Vec<u8> = (0..5000).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        let f = fs::File::open(&p).unwrap();
+        assert_eq!(read_small(&f, 5000).unwrap(), &data[..]);
+        // A record longer or shorter than the file: left to the ordinary
+        // reads, which report it.
+        assert!(read_small(&f, 5001).is_none());
+        assert!(read_small(&f, 4999).is_none());
+        assert_eq!(read_small(&f, 0), None);
+        let empty = dir.path().join("e");
+        std::fs::write(&empty, b"").unwrap();
+        assert_eq!(read_small(&fs::File::open(&empty).unwrap(), 0).unwrap(), "");
+        // A large object is not read here at all.
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![1u8; READ_WITH_OPEN_MAX as usize + 1]).unwrap();
+        let f = fs::File::open(&big).unwrap();
+        assert!(read_small(&f, READ_WITH_OPEN_MAX + 1).is_none());
+        assert!(read_small(&f, READ_WITH_OPEN_MAX).is_none());
     }
 }

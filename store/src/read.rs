@@ -17,6 +17,13 @@ use tokio::task::JoinHandle;
 /// How much one read takes.
 pub const CHUNK: u64 = 1 << 20;
 
+/// Objects up to this size are read whole by the blocking task that opens
+/// them ([`FileRange::with_contents`]), so that their GET needs no second
+/// trip to the blocking pool: on a 2-core machine that trip (a thread
+/// woken to read, the request's task woken again) cost more than reading
+/// the bytes.
+pub const READ_WITH_OPEN_MAX: u64 = 256 << 10;
+
 type Pending = JoinHandle<io::Result<Bytes>>;
 
 /// `len` bytes of an open object file from `start`: the bytes a GetObject
@@ -33,6 +40,9 @@ pub struct FileRange {
     /// The stored `x-amz-checksum-crc64nvme` (base64) of the whole object,
     /// when the range is the whole object and the store has one.
     object_crc64nvme: Option<String>,
+    /// The whole file's bytes, when they were read with the open (small
+    /// objects): the range is served from them without another read.
+    contents: Option<Bytes>,
 }
 
 impl FileRange {
@@ -43,7 +53,25 @@ impl FileRange {
             start,
             len,
             object_crc64nvme: None,
+            contents: None,
         }
+    }
+
+    /// The range, whose file holds exactly `contents` (read with the open,
+    /// from the same file): its bytes are taken from them.
+    #[must_use]
+    pub fn with_contents(mut self, contents: Bytes) -> FileRange {
+        self.contents = Some(contents);
+        self
+    }
+
+    /// The range's bytes, when they are already in memory (a small object,
+    /// read with its open): a reader takes them without a blocking read.
+    pub fn bytes(&self) -> Option<Bytes> {
+        let c = self.contents.as_ref()?;
+        let start = usize::try_from(self.start).ok()?;
+        let end = start.checked_add(usize::try_from(self.len).ok()?)?;
+        (end <= c.len()).then(|| c.slice(start..end))
     }
 
     /// The range, which is the whole object, whose stored CRC-64/NVME
@@ -82,9 +110,10 @@ impl FileRange {
         self.len == 0
     }
 
-    /// Fills `buf` from byte `at` of the range (blocking: call it from a
-    /// blocking task). A read past the range is an `InvalidInput` error; a
-    /// file shorter than its record says, `UnexpectedEof`.
+    /// Fills `buf` from byte `at` of the range (blocking, unless the bytes
+    /// are in memory ([`FileRange::bytes`]): call it from a blocking task).
+    /// A read past the range is an `InvalidInput` error; a file shorter
+    /// than its record says, `UnexpectedEof`.
     pub fn read_into(&self, at: u64, buf: &mut [u8]) -> io::Result<()> {
         let end = at.checked_add(buf.len() as u64);
         if end.is_none_or(|e| e > self.len) {
@@ -96,6 +125,12 @@ impl FileRange {
                     self.len
                 ),
             ));
+        }
+        if let Some(bytes) = self.bytes() {
+            // In range: `at + buf.len() <= len`, checked above.
+            let at = at as usize;
+            buf.copy_from_slice(&bytes[at..at + buf.len()]);
+            return Ok(());
         }
         let pos = self
             .start
@@ -160,7 +195,11 @@ impl Stream for FileStream {
     type Item = io::Result<Bytes>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.next.is_none() && self.started == 0 {
+        if self.next.is_none() && self.started == 0 && self.range.len > 0 {
+            if let Some(bytes) = self.range.bytes() {
+                self.started = self.range.len;
+                return Poll::Ready(Some(Ok(bytes)));
+            }
             self.start_next();
         }
         let Some(pending) = self.next.as_mut() else {
@@ -256,5 +295,37 @@ mod tests {
         assert!(s.next.is_none() && s.started == 0);
         let chunks: Vec<Bytes> = s.map(|c| c.unwrap()).collect().await;
         assert_eq!(chunks.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_range_of_contents_read_with_the_open_is_served_from_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let data: Vec<u8> = (0..10_000).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        // The file is emptied after the open: whatever is served below can
+        // only have come from the contents handed over.
+        let file = File::open(&p).unwrap();
+        std::fs::write(&p, b"").unwrap();
+        let r = FileRange::new(file, 1000, 5000).with_contents(Bytes::from(data.clone()));
+        assert_eq!(r.bytes().unwrap(), &data[1000..6000]);
+        let mut buf = vec![0u8; 3000];
+        r.read_into(2000, &mut buf).unwrap();
+        assert_eq!(buf, &data[3000..6000]);
+        let e = r.read_into(2001, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let chunks: Vec<Bytes> = FileStream::new(r).map(|c| c.unwrap()).collect().await;
+        assert_eq!(chunks.concat(), &data[1000..6000]);
+        // Contents shorter than the range are not used: the file is read,
+        // and here it has nothing left.
+        let short = FileRange::new(File::open(&p).unwrap(), 0, 100)
+            .with_contents(Bytes::from_static(b"12345"));
+        assert!(short.bytes().is_none());
+        let all: Vec<io::Result<Bytes>> = FileStream::new(short).collect().await;
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].as_ref().unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+        // An empty range ends at once.
+        let empty = FileRange::new(File::open(&p).unwrap(), 0, 0).with_contents(Bytes::new());
+        assert_eq!(FileStream::new(empty).collect::<Vec<_>>().await.len(), 0);
     }
 }

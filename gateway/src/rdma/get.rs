@@ -383,22 +383,42 @@ async fn from_file(
         let r = range.clone();
         let mut digest = crc.take();
         // The buffer is ours alone (no work request names it) until it is
-        // posted below; a blocking task fills it and hands it back.
-        let joined = tokio::task::spawn_blocking(move || {
+        // posted below; a blocking task fills it and hands it back, unless
+        // the bytes are already in memory (a small object, read with its
+        // open), which are copied here.
+        let in_memory = range.bytes().and_then(|b| {
+            let from = usize::try_from(at).ok()?;
+            let to = from.checked_add(n)?;
+            (to <= b.len()).then(|| b.slice(from..to))
+        });
+        let joined = if let Some(bytes) = in_memory {
             let mut staging = staging;
             let read = staging
-                .slice_mut(n)
+                .write_at(0, &bytes)
                 .map_err(std::io::Error::other)
-                .and_then(|buf| {
-                    r.read_into(at, buf)?;
+                .map(|()| {
                     if let Some(d) = digest.as_mut() {
-                        d.write(buf);
+                        d.write(&bytes);
                     }
-                    Ok(())
                 });
-            (staging, read, digest)
-        })
-        .await;
+            Ok((staging, read, digest))
+        } else {
+            tokio::task::spawn_blocking(move || {
+                let mut staging = staging;
+                let read = staging
+                    .slice_mut(n)
+                    .map_err(std::io::Error::other)
+                    .and_then(|buf| {
+                        r.read_into(at, buf)?;
+                        if let Some(d) = digest.as_mut() {
+                            d.write(buf);
+                        }
+                        Ok(())
+                    });
+                (staging, read, digest)
+            })
+            .await
+        };
         let staging = match joined {
             Ok((s, Ok(()), digest)) => {
                 *crc = digest;
