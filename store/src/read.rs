@@ -323,7 +323,10 @@ mod tests {
         assert!(short.bytes().is_none());
         let all: Vec<io::Result<Bytes>> = FileStream::new(short).collect().await;
         assert_eq!(all.len(), 1);
-        assert_eq!(all[0].as_ref().unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(
+            all[0].as_ref().unwrap_err().kind(),
+            io::ErrorKind::UnexpectedEof
+        );
         // An empty range ends at once.
         let empty = FileRange::new(File::open(&p).unwrap(), 0, 0).with_contents(Bytes::new());
         assert_eq!(FileStream::new(empty).collect::<Vec<_>>().await.len(), 0);
