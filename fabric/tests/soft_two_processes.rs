@@ -35,22 +35,33 @@ struct Peer {
 
 impl Peer {
     fn spawn(size: usize, access: &str) -> Peer {
+        Peer::spawn_as(size, access, None)
+    }
+
+    /// A peer run as user and group `uid` (this process must be root to
+    /// give it another), or as this process's own.
+    fn spawn_as(size: usize, access: &str, uid: Option<u32>) -> Peer {
         let entry = concat!(module_path!(), "::qp_peer_process");
         // libtest names tests without the binary's crate.
         let entry = entry.split_once("::").map_or(entry, |(_, test)| test);
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                entry,
-                "--nocapture",
-                "--ignored",
-                "--test-threads=1",
-            ])
-            .env(PEER_ARGS, format!("{size} {access}"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            entry,
+            "--nocapture",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env(PEER_ARGS, format!("{size} {access}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+        if let Some(uid) = uid {
+            use std::os::unix::process::CommandExt as _;
+            cmd.uid(uid).gid(uid);
+        }
+        let mut child = cmd
             .spawn()
-            .unwrap();
+            .unwrap_or_else(|e| panic!("starting the peer process (as {uid:?}): {e}"));
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let token = loop {
@@ -98,6 +109,12 @@ impl Drop for Peer {
 /// - `check SEED LEN`: compare the first LEN bytes with the pattern;
 ///   `match` or `mismatch OFFSET`.
 /// - `state`: the QP's state (`Init`, `Rts`, `Err`, ...).
+/// - `write TOKEN LEN`, `read TOKEN LEN`: an RDMA WRITE of the buffer's
+///   first LEN bytes to the buffer the token names (a READ of its first LEN
+///   bytes into this buffer), on the connected QP; answers the completion's
+///   status (`Success`, ...).
+/// - `cma`: the bytes this process moved by the same-host path so far.
+/// - `uid`: the user the process runs as.
 /// - `quit`.
 #[test]
 #[ignore = "the peer process of this module's tests, started by them"]
@@ -172,6 +189,34 @@ fn qp_peer(args: &str) -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
             (Some("state"), None, None) => format!("{:?}", qp.state()?),
+            (Some(op @ ("write" | "read")), Some(t), Some(len)) => {
+                let peer = Token::decode(t)?;
+                let remote = RemoteAddr {
+                    addr: peer.addr,
+                    rkey: peer.rkey,
+                };
+                let len: u32 = len.parse()?;
+                qp.post_send(&SendWr {
+                    wr_id: 9,
+                    op: if op == "write" {
+                        SendOp::RdmaWrite(remote)
+                    } else {
+                        SendOp::RdmaRead(remote)
+                    },
+                    sg_list: vec![buf.sge(0, len)?],
+                    signaled: true,
+                    dc: None,
+                })?;
+                let wc = cq
+                    .wait_one(std::time::Duration::from_secs(60))?
+                    .ok_or("no completion within 60 s")?;
+                format!("{:?}", wc.status)
+            }
+            (Some("cma"), None, None) => hipobj_fabric::soft::cma_bytes().to_string(),
+            (Some("uid"), None, None) => {
+                use std::os::unix::fs::MetadataExt as _;
+                std::fs::metadata("/proc/self")?.uid().to_string()
+            }
             (Some("quit"), None, None) => break,
             _ => format!("error: unknown command {line:?}"),
         };
@@ -328,4 +373,62 @@ fn peer_process_refuses_a_bad_rkey_and_both_qps_go_to_error() {
         .unwrap();
     assert_eq!(me.wait().status, WcStatus::RemAccessErr);
     assert_eq!(peer.ask("state"), "Err");
+}
+
+/// The user id of this process (of `/proc/self`: the effective one).
+fn my_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").unwrap().uid()
+}
+
+/// Whether the kernel lets one process of a user copy into another of the
+/// same user's (no Yama restriction) and offers what the same-host check
+/// uses without privilege (`pidfd_getfd`, `SO_NETNS_COOKIE`: Linux 5.14).
+fn same_host_path_possible() -> bool {
+    let yama = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .map(|s| s.trim() == "0")
+        .unwrap_or(true);
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    yama && (major, minor) >= (5, 14)
+}
+
+/// Two processes of one ordinary user (`nobody` where the test runs as
+/// root, which would keep the path closed): a WRITE and a READ of 1 MiB
+/// between them go by the same-host path, and the bytes arrive. The path
+/// once never opened between such processes (its namespace check needed
+/// `CAP_NET_ADMIN`), and every test ran as root or in one process.
+#[test]
+fn two_processes_of_an_ordinary_user_move_bytes_by_the_same_host_path() {
+    const LEN: usize = 1 << 20;
+    let uid = (my_uid() == 0).then_some(65534);
+    let mut a = Peer::spawn_as(LEN, "rw", uid);
+    let mut b = Peer::spawn_as(LEN, "rw", uid);
+    let user = uid.unwrap_or_else(my_uid).to_string();
+    assert_eq!((a.ask("uid"), b.ask("uid")), (user.clone(), user));
+    let (ta, tb) = (a.token.encode(), b.token.encode());
+    assert_eq!(a.ask(&format!("connect {tb}")), "ok");
+    assert_eq!(b.ask(&format!("connect {ta}")), "ok");
+
+    assert_eq!(a.ask("fill 11"), "ok");
+    assert_eq!(a.ask(&format!("write {tb} {LEN}")), "Success");
+    assert_eq!(b.ask(&format!("check 11 {LEN}")), "match");
+    let after_write: u64 = a.ask("cma").parse().unwrap();
+
+    assert_eq!(b.ask("fill 12"), "ok");
+    assert_eq!(a.ask(&format!("read {tb} {LEN}")), "Success");
+    assert_eq!(a.ask(&format!("check 12 {LEN}")), "match");
+    let after_read: u64 = a.ask("cma").parse().unwrap();
+
+    if same_host_path_possible() {
+        assert_eq!(after_write, LEN as u64, "the WRITE went by the stream");
+        assert_eq!(after_read, 2 * LEN as u64, "the READ went by the stream");
+    } else {
+        eprintln!("this kernel keeps the same-host path closed; the stream carried the bytes");
+        assert_eq!(after_read, 0);
+    }
 }

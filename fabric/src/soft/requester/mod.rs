@@ -67,28 +67,36 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
             g = sleep(&qp, g, idle);
             continue;
         }
+        // An RC QP with something to send connects before it makes the
+        // packet, so that the packet can take the same-host path, which the
+        // responder's answer to the hello offers: made first, the first
+        // packet of every connection went by the stream (for hipobj-rc-v2,
+        // which opens a connection per transfer, every transfer of up to a
+        // segment, and the first segment of the rest). A DC initiator
+        // learns its target from the packet, so it connects after.
+        let mut opened = None;
+        if qp.qp_type == QpType::Rc && g.conn.is_none() && unsent(&g) {
+            let Some((again, c)) = open_conn(&qp, g, gen) else {
+                return;
+            };
+            g = again;
+            opened = Some(c);
+        }
         let cma = qp.qp_type == QpType::Rc && g.conn.as_ref().is_some_and(|c| c.cma().is_some());
         let Some(out) = next_packet(&mut g, cma) else {
             g = sleep(&qp, g, true);
             continue;
         };
-        let conn = match g.conn.clone() {
-            Some(c) => Some(c),
-            None => {
-                let to = endpoint(&qp, &g);
-                let limit = ack_timeout(&qp, &g)
-                    .unwrap_or(Duration::from_secs(2))
-                    .min(Duration::from_secs(2));
-                drop(g);
-                let c = to.and_then(|(addr, dst)| connect(&qp, gen, addr, dst, limit));
-                g = qp.lock();
-                if g.gen != gen {
-                    if let Some(c) = c {
-                        let _ = c.stream.shutdown(Shutdown::Both);
-                    }
+        let conn = match (g.conn.clone(), opened) {
+            (Some(c), _) => Some(c),
+            // Tried just now, and failed: the packet goes nowhere and the
+            // ACK timer resends it, as when the connection is opened here.
+            (None, Some(failed)) => failed,
+            (None, None) => {
+                let Some((again, c)) = open_conn(&qp, g, gen) else {
                     return;
-                }
-                g.conn.clone_from(&c);
+                };
+                g = again;
                 c
             }
         };
@@ -102,6 +110,32 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
             None => return,
         }
     }
+}
+
+/// Opens the QP's connection to its peer outside the lock and records it
+/// (`None` in it when the peer cannot be reached); the lock again and the
+/// connection, or `None` when the QP left generation `gen` meanwhile (the
+/// new connection is shut down).
+fn open_conn<'a>(
+    qp: &'a Arc<QpInner>,
+    g: MutexGuard<'a, QpCore>,
+    gen: u64,
+) -> Option<(MutexGuard<'a, QpCore>, Option<Arc<ReqConn>>)> {
+    let to = endpoint(qp, &g);
+    let limit = ack_timeout(qp, &g)
+        .unwrap_or(Duration::from_secs(2))
+        .min(Duration::from_secs(2));
+    drop(g);
+    let c = to.and_then(|(addr, dst)| connect(qp, gen, addr, dst, limit));
+    let mut g = qp.lock();
+    if g.gen != gen {
+        if let Some(c) = c {
+            let _ = c.stream.shutdown(Shutdown::Both);
+        }
+        return None;
+    }
+    g.conn.clone_from(&c);
+    Some((g, c))
 }
 
 /// The engine waits for news (a post, an ACK, a NAK, a grant, the timer);
