@@ -292,7 +292,7 @@ fn small(o: &mut String, p: &Plan, sizes: &[(u64, Vec<ConcurrencyRow>)]) {
     );
     table(
         o,
-        "| size | op | path | ok | errors | ops/s | p50 (ms) | p99 (ms) | ops/s ÷ HTTP via gateway | p50 ÷ HTTP via gateway |",
+        "| size | op | path | ok | errors | ops/s | p50 (ms) | p99 (ms) | ops/s ÷ HTTP via gateway | p50 ÷ HTTP via gateway | CPU µs per op: clients | gateway | store | all |",
     );
     for (size, rows) in sizes {
         for put in [true, false] {
@@ -313,9 +313,11 @@ fn small(o: &mut String, p: &Plan, sizes: &[(u64, Vec<ConcurrencyRow>)]) {
                     }
                     None => ("n/a".to_string(), "n/a".to_string()),
                 };
+                let per_op = |secs: f64| secs * 1e6 / (row.ok.max(1) as f64);
+                let c = row.cpu;
                 let _ = writeln!(
                     o,
-                    "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {rate} | {lat} |",
+                    "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {rate} | {lat} | {:.0} | {:.0} | {:.0} | {:.0} |",
                     human(*size),
                     if put { "PUT" } else { "GET" },
                     row.way.label(),
@@ -324,6 +326,10 @@ fn small(o: &mut String, p: &Plan, sizes: &[(u64, Vec<ConcurrencyRow>)]) {
                     ops,
                     p50,
                     quantile(&row.lat_ms, 0.99),
+                    per_op(c.client),
+                    per_op(c.gateway),
+                    per_op(c.store),
+                    per_op(c.client + c.gateway + c.store),
                 );
             }
         }

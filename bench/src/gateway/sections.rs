@@ -41,6 +41,9 @@ pub(super) struct ConcurrencyRow {
     pub(super) lat_ms: Vec<f64>,
     pub(super) memory: Window,
     pub(super) verified: usize,
+    /// CPU seconds each process used during the phase (the checks after
+    /// it not included).
+    pub(super) cpu: Cpu,
 }
 
 #[derive(Debug)]
@@ -214,6 +217,7 @@ pub(super) fn concurrency(
             let errors = AtomicU64::new(0);
             let first_error: Mutex<Option<String>> = Mutex::new(None);
             env.sampler.begin();
+            let cpu_before = env.cpu();
             let start = Instant::now();
             std::thread::scope(|s| {
                 for (w, reg) in regs.iter().enumerate() {
@@ -251,6 +255,8 @@ pub(super) fn concurrency(
                 }
             });
             let secs = start.elapsed().as_secs_f64();
+            let mut cpu = Cpu::default();
+            cpu.add_since(cpu_before, env.cpu());
             let memory = env.sampler.window();
             let mut lat_ms = lat.into_inner().unwrap_or_else(|p| p.into_inner());
             lat_ms.sort_by(f64::total_cmp);
@@ -286,6 +292,7 @@ pub(super) fn concurrency(
                 lat_ms,
                 memory,
                 verified,
+                cpu,
             });
         }
         for w in 0..clients {
