@@ -609,16 +609,23 @@ mod tests {
         assert!(empty.slice(0, 1).is_err());
     }
 
+    /// The address range a `/proc/self/maps` (or `smaps` header) line
+    /// starts with.
+    fn range_of(line: &str) -> Option<(usize, usize)> {
+        let (a, b) = line.split_whitespace().next()?.split_once('-')?;
+        Some((
+            usize::from_str_radix(a, 16).ok()?,
+            usize::from_str_radix(b, 16).ok()?,
+        ))
+    }
+
     /// The `/proc/self/maps` range that contains `addr`, and its path
     /// column (empty for an anonymous mapping).
     fn mapping_of(addr: usize) -> Option<(usize, usize, String)> {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         maps.lines().find_map(|line| {
-            let mut cols = line.split_whitespace();
-            let (a, b) = cols.next()?.split_once('-')?;
-            let a = usize::from_str_radix(a, 16).ok()?;
-            let b = usize::from_str_radix(b, 16).ok()?;
-            let path = cols.nth(4).unwrap_or("").to_string();
+            let (a, b) = range_of(line)?;
+            let path = line.split_whitespace().nth(5).unwrap_or("").to_string();
             (a <= addr && addr < b).then_some((a, b, path))
         })
     }
@@ -647,15 +654,9 @@ mod tests {
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         let mut inside = false;
         for line in smaps.lines() {
-            if let Some((range, _)) = line.split_once(' ') {
-                if let Some((a, b)) = range.split_once('-') {
-                    if let (Ok(a), Ok(b)) =
-                        (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-                    {
-                        inside = a <= addr && addr < b;
-                        continue;
-                    }
-                }
+            if let Some((a, b)) = range_of(line) {
+                inside = a <= addr && addr < b;
+                continue;
             }
             if inside {
                 if let Some(flags) = line.strip_prefix("VmFlags:") {

@@ -213,10 +213,7 @@ fn qp_peer(args: &str) -> Result<(), Box<dyn std::error::Error>> {
                 format!("{:?}", wc.status)
             }
             (Some("cma"), None, None) => hipobj_fabric::soft::cma_bytes().to_string(),
-            (Some("uid"), None, None) => {
-                use std::os::unix::fs::MetadataExt as _;
-                std::fs::metadata("/proc/self")?.uid().to_string()
-            }
+            (Some("uid"), None, None) => my_uid().to_string(),
             (Some("quit"), None, None) => break,
             _ => format!("error: unknown command {line:?}"),
         };

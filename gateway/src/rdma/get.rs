@@ -380,7 +380,6 @@ async fn from_file(
             }
         };
         let (at, n) = (*offset, (range.len() - *offset).min(chunk) as usize);
-        let r = range.clone();
         let mut digest = crc.take();
         // The buffer is ours alone (no work request names it) until it is
         // posted below; a blocking task fills it and hands it back, unless
@@ -403,6 +402,7 @@ async fn from_file(
                 });
             Ok((staging, read, digest))
         } else {
+            let r = range.clone();
             tokio::task::spawn_blocking(move || {
                 let mut staging = staging;
                 let read = staging

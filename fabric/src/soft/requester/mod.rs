@@ -74,25 +74,25 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
         // which opens a connection per transfer, every transfer of up to a
         // segment, and the first segment of the rest). A DC initiator
         // learns its target from the packet, so it connects after.
-        let mut opened = None;
+        let mut tried = false;
         if qp.qp_type == QpType::Rc && g.conn.is_none() && unsent(&g) {
-            let Some((again, c)) = open_conn(&qp, g, gen) else {
+            let Some((again, _)) = open_conn(&qp, g, gen) else {
                 return;
             };
             g = again;
-            opened = Some(c);
+            tried = true;
         }
         let cma = qp.qp_type == QpType::Rc && g.conn.as_ref().is_some_and(|c| c.cma().is_some());
         let Some(out) = next_packet(&mut g, cma) else {
             g = sleep(&qp, g, true);
             continue;
         };
-        let conn = match (g.conn.clone(), opened) {
-            (Some(c), _) => Some(c),
+        let conn = match g.conn.clone() {
+            Some(c) => Some(c),
             // Tried just now, and failed: the packet goes nowhere and the
             // ACK timer resends it, as when the connection is opened here.
-            (None, Some(failed)) => failed,
-            (None, None) => {
+            None if tried => None,
+            None => {
                 let Some((again, c)) = open_conn(&qp, g, gen) else {
                     return;
                 };
