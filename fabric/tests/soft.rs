@@ -6,6 +6,7 @@
 
 #[macro_use]
 mod common;
+mod soft_connect;
 mod soft_dc;
 mod soft_errors;
 mod soft_transfer;

@@ -112,6 +112,17 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
     }
 }
 
+/// The least time the opening of a connection (TCP's connect, then the
+/// hello and its answer) is given. Hardware has no such step: a responder
+/// that answers late on a loaded host is no lost packet, and with a
+/// scaled-down ACK timeout (6.7 ms for code 14 at a tenth) such an answer
+/// cost a retry each time, down to RETRY_EXC_ERR with the responder never
+/// reached. A peer that accepts and never answers costs this much per
+/// retry.
+const OPEN_MIN: Duration = Duration::from_millis(250);
+/// The most: the ACK timeout, up to this.
+const OPEN_MAX: Duration = Duration::from_secs(2);
+
 /// Opens the QP's connection to its peer outside the lock and records it
 /// (`None` in it when the peer cannot be reached); the lock again and the
 /// connection, or `None` when the QP left generation `gen` meanwhile (the
@@ -122,9 +133,7 @@ fn open_conn<'a>(
     gen: u64,
 ) -> Option<(MutexGuard<'a, QpCore>, Option<Arc<ReqConn>>)> {
     let to = endpoint(qp, &g);
-    let limit = ack_timeout(qp, &g)
-        .unwrap_or(Duration::from_secs(2))
-        .min(Duration::from_secs(2));
+    let limit = ack_timeout(qp, &g).map_or(OPEN_MAX, |t| t.clamp(OPEN_MIN, OPEN_MAX));
     drop(g);
     let c = to.and_then(|(addr, dst)| connect(qp, gen, addr, dst, limit));
     let mut g = qp.lock();
