@@ -9,7 +9,7 @@ use crate::common;
 
 use common::*;
 use hipobj_fabric::soft::packet::{Hello, HelloAck, Request, Response, HELLO_LEN, REQUEST_LEN};
-use hipobj_fabric::{RemoteAddr, SendOp, SendWr, WcStatus};
+use hipobj_fabric::WcStatus;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,21 +24,9 @@ fn slow_hello_responder(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<usize> {
     std::thread::spawn(move || {
-        let mut opened = 0usize;
-        listener.set_nonblocking(true).unwrap();
         let mut served = Vec::new();
-        while !stop.load(Ordering::Relaxed) {
-            let mut c = match listener.accept() {
-                Ok((c, _)) => c,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(2));
-                    continue;
-                }
-                Err(e) => panic!("accept: {e}"),
-            };
-            opened += 1;
+        accept_until(&listener, &stop, |mut c| {
             served.push(std::thread::spawn(move || {
-                c.set_nonblocking(false).unwrap();
                 c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
                 let mut h = [0u8; HELLO_LEN];
                 if c.read_exact(&mut h).is_err() {
@@ -57,8 +45,9 @@ fn slow_hello_responder(
                     let _ = c.write_all(&Response::ack(r.psn).encode());
                 }
             }));
-        }
+        });
         drop(listener);
+        let opened = served.len();
         for s in served {
             let _ = s.join();
         }
@@ -75,27 +64,10 @@ fn slow_hello_responder(
 fn a_responder_slow_to_answer_the_hello_is_waited_for() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let fake_qpn = (u32::from(port) << 8) | 1;
     let stop = Arc::new(AtomicBool::new(false));
     let fake = slow_hello_responder(listener, Duration::from_millis(60), stop.clone());
-    let p = fast_provider();
-    let a = End::new(&p);
-    connect_to_local_qpn(&a, fake_qpn);
-    let src = a.buffer(4096, RW);
-    a.qp.post_send(&SendWr {
-        wr_id: 1,
-        op: SendOp::RdmaWrite(RemoteAddr {
-            addr: 0x7f00_0000_0000,
-            rkey: 0x42,
-        }),
-        sg_list: vec![src.sge(0, 4096).unwrap()],
-        signaled: true,
-        dc: None,
-    })
-    .unwrap();
-    let wc = a.wait();
+    let wc = write_4k_to_local_port(port);
     stop.store(true, Ordering::Relaxed);
-    drop(a);
     assert_eq!(wc.status, WcStatus::Success);
     assert_eq!(fake.join().unwrap(), 1, "connections opened");
 }

@@ -11,7 +11,7 @@ use hipobj_fabric::rc;
 use hipobj_fabric::soft::packet::{
     self, Hello, HelloAck, HELLO_ACK_LEN, HELLO_LEN, REQUEST_LEN, VERSION,
 };
-use hipobj_fabric::{Gid, RemoteAddr, SendOp, SendWr, WcStatus};
+use hipobj_fabric::{Gid, WcStatus};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,28 +56,17 @@ fn a_responder_answers_another_versions_hello_with_its_own_and_closes() {
 fn a_requester_answered_in_another_version_sends_no_request() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let fake_qpn = (u32::from(port) << 8) | 1;
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = stop.clone();
     let fake = std::thread::spawn(move || {
         let mut requests = 0usize;
         // Every connection the requester opens (it retries) gets a hello
         // answer of version VERSION + 1; what follows is counted.
-        listener.set_nonblocking(true).unwrap();
-        while !stopped.load(Ordering::Relaxed) {
-            let mut c = match listener.accept() {
-                Ok((c, _)) => c,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(5));
-                    continue;
-                }
-                Err(e) => panic!("accept: {e}"),
-            };
-            c.set_nonblocking(false).unwrap();
+        accept_until(&listener, &stopped, |mut c| {
             c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let mut h = [0u8; HELLO_LEN];
             if c.read_exact(&mut h).is_err() {
-                continue;
+                return;
             }
             assert!(Hello::decode(&h).is_some());
             let mut ack = HelloAck::PLAIN.encode();
@@ -86,25 +75,10 @@ fn a_requester_answered_in_another_version_sends_no_request() {
             let mut rest = Vec::new();
             let _ = c.read_to_end(&mut rest);
             requests += rest.len();
-        }
+        });
         requests
     });
-    let p = fast_provider();
-    let a = End::new(&p);
-    connect_to_local_qpn(&a, fake_qpn);
-    let src = a.buffer(4096, RW);
-    a.qp.post_send(&SendWr {
-        wr_id: 1,
-        op: SendOp::RdmaWrite(RemoteAddr {
-            addr: 0x7f00_0000_0000,
-            rkey: 0x42,
-        }),
-        sg_list: vec![src.sge(0, 4096).unwrap()],
-        signaled: true,
-        dc: None,
-    })
-    .unwrap();
-    assert_eq!(a.wait().status, WcStatus::RetryExcErr);
+    assert_eq!(write_4k_to_local_port(port).status, WcStatus::RetryExcErr);
     stop.store(true, Ordering::Relaxed);
     assert_eq!(
         fake.join().unwrap(),

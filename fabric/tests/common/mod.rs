@@ -175,6 +175,51 @@ pub fn connect_to_local_qpn(a: &End, qp_num: u32) {
     rc::connect(&a.qp, &peer, &RcParams::default()).unwrap();
 }
 
+/// A fresh requester of a fast provider writes 4 KiB to a made-up address
+/// and key at the peer a test plays by hand on a listener at `port` of
+/// 127.0.0.1 (see [`connect_to_local_qpn`]): the completion. The
+/// requester is gone on return (its connections closed).
+pub fn write_4k_to_local_port(port: u16) -> WorkCompletion {
+    let p = fast_provider();
+    let a = End::new(&p);
+    connect_to_local_qpn(&a, (u32::from(port) << 8) | 1);
+    let src = a.buffer(4096, RW);
+    a.qp.post_send(&SendWr {
+        wr_id: 1,
+        op: SendOp::RdmaWrite(RemoteAddr {
+            addr: 0x7f00_0000_0000,
+            rkey: 0x42,
+        }),
+        sg_list: vec![src.sge(0, 4096).unwrap()],
+        signaled: true,
+        dc: None,
+    })
+    .unwrap();
+    a.wait()
+}
+
+/// Hands every connection `listener` accepts to `serve` until `stop` is
+/// set (polling, so that the flag is seen without a last connection).
+pub fn accept_until(
+    listener: &std::net::TcpListener,
+    stop: &std::sync::atomic::AtomicBool,
+    mut serve: impl FnMut(std::net::TcpStream),
+) {
+    listener.set_nonblocking(true).unwrap();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((c, _)) => {
+                c.set_nonblocking(false).unwrap();
+                serve(c);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
 /// Connects both QPs to each other (both end in RTS).
 pub fn connect(a: &End, b: &End) {
     rc::connect(&a.qp, &b.peer(), &RcParams::default()).unwrap();
