@@ -250,11 +250,14 @@ impl RdmaEngine {
             }
             Control::Cancel => self.rc_v2_cancel(&parts, key, request_id),
         };
-        tracing::info!(
-            control = which.name(),
-            status = r.status().as_u16(),
-            "hipobj-rc-v2"
-        );
+        // One line per control request only where it was refused; a
+        // success is counted by the metrics and logged at debug.
+        let status = r.status().as_u16();
+        if r.status().is_success() {
+            tracing::debug!(control = which.name(), status, "hipobj-rc-v2");
+        } else {
+            tracing::info!(control = which.name(), status, "hipobj-rc-v2");
+        }
         r
     }
 

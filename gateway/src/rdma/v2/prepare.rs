@@ -210,7 +210,7 @@ impl RdmaEngine {
             Instant::now() + v2.cfg.prepare_timeout,
         ));
         v2.sessions.insert(session).map_err(limit)?;
-        tracing::info!(
+        tracing::debug!(
             session = %sessions::short(&id),
             op = op_name,
             size = p.span.size,

@@ -107,7 +107,7 @@ impl RdmaEngine {
             drop(slot);
             match outcome {
                 Ok(f) => {
-                    tracing::info!(session = %sessions::short(&session.id), bytes = f.bytes, "hipobj-rc-v2 transfer done");
+                    tracing::debug!(session = %sessions::short(&session.id), bytes = f.bytes, "hipobj-rc-v2 transfer done");
                     answer::ok(StatusCode::OK, f.headers(), &rid, true)
                 }
                 Err(r) => {
