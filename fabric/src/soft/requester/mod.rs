@@ -120,7 +120,7 @@ fn engine(qp: Arc<QpInner>, gen: u64) {
 /// reached. A peer that accepts and never answers costs this much per
 /// retry.
 const OPEN_MIN: Duration = Duration::from_millis(250);
-/// The most: the ACK timeout, up to this.
+/// The most it is given; between the two, the ACK timeout.
 const OPEN_MAX: Duration = Duration::from_secs(2);
 
 /// Opens the QP's connection to its peer outside the lock and records it

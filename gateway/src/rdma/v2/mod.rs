@@ -250,8 +250,9 @@ impl RdmaEngine {
             }
             Control::Cancel => self.rc_v2_cancel(&parts, key, request_id),
         };
-        // One line per control request only where it was refused; a
-        // success is counted by the metrics and logged at debug.
+        // A line at info only for a control request refused; a success
+        // at debug (the metrics count PREPAREs and the transfers READY
+        // runs), as plain requests that succeed are not logged.
         let status = r.status().as_u16();
         if r.status().is_success() {
             tracing::debug!(control = which.name(), status, "hipobj-rc-v2");
