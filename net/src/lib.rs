@@ -7,10 +7,12 @@
 //!   S3's mode;
 //! - [`retry`]: the retry policy (attempts, backoff, the loop), the
 //!   callers' rules apart;
-//! - [`size`]: byte counts as the tools parse and show them.
+//! - [`size`]: byte counts as the tools parse and show them;
+//! - [`cpu`]: a process's CPU time as the benchmark tools read it.
 
 #![forbid(unsafe_code)]
 
+pub mod cpu;
 pub mod quickack;
 pub mod retry;
 pub mod sigv4;

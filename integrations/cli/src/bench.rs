@@ -7,6 +7,13 @@
 //! registered buffers) runs a PUT phase and then a GET phase of the keys it
 //! wrote, `--concurrency` workers at once, each with a registered buffer of
 //! its own, for `--count` operations or for `--duration`.
+//!
+//! Each phase also reads the CPU time this process used (its workers and
+//! the RDMA provider's threads) and, with `--server-pid`, that of server
+//! processes on the same host, and reports both per operation: where RDMA
+//! and HTTP are CPU-bound, their ratio of operations per second is the
+//! inverse of the ratio of the CPU each operation costs, and these columns
+//! show on which side it goes.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -52,6 +59,11 @@ pub struct BenchArgs {
     /// Print one JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Server processes on this host (the test server, a gateway and its
+    /// store, comma-separated) whose CPU time per operation is reported
+    /// with this process's, in a second table and in the JSON.
+    #[arg(long = "server-pid", value_delimiter = ',', value_name = "PID")]
+    pub server_pids: Vec<u32>,
 }
 
 /// How much each phase runs.
@@ -76,6 +88,10 @@ pub struct Plan {
     pub bucket: String,
     /// Keys start with it.
     pub prefix: String,
+    /// Whose CPU time to report per operation besides this process's:
+    /// `None` reports none (a server in this process, as `hipobj demo`'s,
+    /// would count twice).
+    pub cpu: Option<Vec<u32>>,
 }
 
 /// One phase's results.
@@ -105,6 +121,48 @@ pub struct Row {
     pub p99_ms: Option<f64>,
     /// The first error, when there were any.
     pub first_error: Option<String>,
+    /// CPU time this process used in the phase per successful operation,
+    /// in microseconds.
+    pub cpu_client_us_per_op: Option<f64>,
+    /// The same for the `--server-pid` processes together.
+    pub cpu_server_us_per_op: Option<f64>,
+}
+
+/// CPU time of this process and of the servers, at one moment.
+#[derive(Clone, Copy)]
+struct CpuNow {
+    client: Option<Duration>,
+    server: Option<Duration>,
+}
+
+impl CpuNow {
+    fn read(servers: Option<&[u32]>) -> CpuNow {
+        let Some(servers) = servers else {
+            return CpuNow {
+                client: None,
+                server: None,
+            };
+        };
+        let server = if servers.is_empty() {
+            None
+        } else {
+            // A server that ended meanwhile has no time to add: none at all.
+            servers
+                .iter()
+                .map(|p| hipobj_net::cpu::used(*p))
+                .sum::<Option<Duration>>()
+        };
+        CpuNow {
+            client: hipobj_net::cpu::used(std::process::id()),
+            server,
+        }
+    }
+}
+
+/// Microseconds of CPU per operation between two readings.
+fn per_op(before: Option<Duration>, after: Option<Duration>, ops: u64) -> Option<f64> {
+    let used = after?.checked_sub(before?)?;
+    (ops > 0).then(|| used.as_secs_f64() * 1e6 / ops as f64)
 }
 
 /// The `q`-quantile (nearest rank) of sorted values.
@@ -138,6 +196,7 @@ fn phase(
     let lat: Mutex<Vec<Duration>> = Mutex::new(Vec::new());
     let errors = AtomicU64::new(0);
     let first_error: Mutex<Option<String>> = Mutex::new(None);
+    let cpu_before = CpuNow::read(plan.cpu.as_deref());
     let start = Instant::now();
     let deadline = match plan.amount {
         Amount::Duration(d) => Some(start + d),
@@ -191,6 +250,7 @@ fn phase(
         }
     });
     let seconds = start.elapsed().as_secs_f64();
+    let cpu_after = CpuNow::read(plan.cpu.as_deref());
     let mut lat = lat.into_inner().unwrap_or_else(|p| p.into_inner());
     lat.sort();
     let ops = lat.len() as u64;
@@ -215,6 +275,8 @@ fn phase(
         p50_ms: quantile(&lat, 0.50),
         p99_ms: quantile(&lat, 0.99),
         first_error: first_error.into_inner().unwrap_or_else(|p| p.into_inner()),
+        cpu_client_us_per_op: per_op(cpu_before.client, cpu_after.client, ops),
+        cpu_server_us_per_op: per_op(cpu_before.server, cpu_after.server, ops),
     }
 }
 
@@ -298,6 +360,15 @@ fn fmt_ms(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.2}"))
 }
 
+/// Each RDMA row with the HTTP row of its size and direction.
+fn side_by_side(rows: &[Row]) -> impl Iterator<Item = (&Row, &Row)> {
+    rows.iter().filter(|r| r.path == "rdma").filter_map(|r| {
+        rows.iter()
+            .find(|h| h.path == "http" && h.size == r.size && h.op == r.op)
+            .map(|h| (r, h))
+    })
+}
+
 /// The table: one line per size and direction, RDMA and HTTP side by side.
 pub fn table(rows: &[Row]) -> Vec<String> {
     let mut out = vec![format!(
@@ -315,13 +386,7 @@ pub fn table(rows: &[Row]) -> Vec<String> {
         "rdma/http"
     )];
     let mut errors = Vec::new();
-    for r in rows.iter().filter(|r| r.path == "rdma") {
-        let Some(h) = rows
-            .iter()
-            .find(|h| h.path == "http" && h.size == r.size && h.op == r.op)
-        else {
-            continue;
-        };
+    for (r, h) in side_by_side(rows) {
         let ratio = if r.ops > 0 && h.throughput_mib_s > 0.0 {
             format!("{:.2}x", r.throughput_mib_s / h.throughput_mib_s)
         } else {
@@ -353,9 +418,57 @@ pub fn table(rows: &[Row]) -> Vec<String> {
             }
         }
     }
+    out.extend(cpu_table(rows));
     if !errors.is_empty() {
         out.push("errors:".into());
         out.extend(errors);
+    }
+    out
+}
+
+fn fmt_us(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.0}"))
+}
+
+/// CPU µs per operation of this process and the servers, RDMA and HTTP
+/// side by side: only where the servers' was measured (`--server-pid`).
+fn cpu_table(rows: &[Row]) -> Vec<String> {
+    if rows.iter().all(|r| r.cpu_server_us_per_op.is_none()) {
+        return Vec::new();
+    }
+    let mut out = vec![
+        "CPU µs per operation (this process; the --server-pid processes):".to_string(),
+        format!(
+            "{:<9} {:<3} | {:>11} {:>11} {:>8} | {:>11} {:>11} {:>8} | {:>9}",
+            "size",
+            "op",
+            "rdma client",
+            "server",
+            "all",
+            "http client",
+            "server",
+            "all",
+            "http/rdma"
+        ),
+    ];
+    let all = |r: &Row| Some(r.cpu_client_us_per_op? + r.cpu_server_us_per_op?);
+    for (r, h) in side_by_side(rows) {
+        let ratio = match (all(r), all(h)) {
+            (Some(a), Some(b)) if a > 0.0 => format!("{:.2}x", b / a),
+            _ => "-".into(),
+        };
+        out.push(format!(
+            "{:<9} {:<3} | {:>11} {:>11} {:>8} | {:>11} {:>11} {:>8} | {:>9}",
+            human(r.size),
+            r.op.to_uppercase(),
+            fmt_us(r.cpu_client_us_per_op),
+            fmt_us(r.cpu_server_us_per_op),
+            fmt_us(all(r)),
+            fmt_us(h.cpu_client_us_per_op),
+            fmt_us(h.cpu_server_us_per_op),
+            fmt_us(all(h)),
+            ratio
+        ));
     }
     out
 }
@@ -384,6 +497,15 @@ pub fn run(args: BenchArgs, rt: &Handle) -> Result<(), CliError> {
     }
     let mut cfg = common::client_config(&args.conn).map_err(CliError::Invalid)?;
     cfg.rdma_protocol = args.nic.protocol().map_err(CliError::Invalid)?;
+    if let Some(p) = args
+        .server_pids
+        .iter()
+        .find(|p| hipobj_net::cpu::used(**p).is_none())
+    {
+        return Err(CliError::Invalid(anyhow::anyhow!(
+            "--server-pid {p}: no such process on this host"
+        )));
+    }
     let lib = common::library(&args.nic.name())?;
     let amount = match args.duration {
         Some(d) => Amount::Duration(d),
@@ -395,6 +517,7 @@ pub fn run(args: BenchArgs, rt: &Handle) -> Result<(), CliError> {
         amount,
         bucket: args.bucket.clone(),
         prefix: format!("hipobj-bench-{}", std::process::id()),
+        cpu: Some(args.server_pids.clone()),
     };
     if !args.json {
         note(&format!(

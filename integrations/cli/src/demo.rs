@@ -227,6 +227,8 @@ pub fn run(args: DemoArgs, rt: &Handle) -> Result<(), CliError> {
         amount: Amount::Count(args.count),
         bucket: bucket.into(),
         prefix: "bench".into(),
+        // The server runs in this process: its CPU is the client's.
+        cpu: None,
     };
     print_line("")?;
     print_line(&format!(

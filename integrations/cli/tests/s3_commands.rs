@@ -584,6 +584,7 @@ fn bench_prints_json_and_a_table() {
     let server = test_server(&[]);
     let tmp = tempfile::tempdir().unwrap();
     let h = |args: &[&str]| hipobj_at(&server.url, tmp.path(), args);
+    let pid = server.pid().to_string();
     let out = ok(h(&[
         "bench",
         "--endpoint",
@@ -595,6 +596,8 @@ fn bench_prints_json_and_a_table() {
         "--count",
         "4",
         "--json",
+        "--server-pid",
+        &pid,
     ]));
     let doc: Value = serde_json::from_str(&out).expect("one JSON document");
     assert_eq!(doc["concurrency"], 2);
@@ -613,32 +616,65 @@ fn bench_prints_json_and_a_table() {
                 assert_eq!(r["bytes"], 4 * size, "{r}");
                 assert!(r["throughput_mib_s"].as_f64().unwrap() > 0.0, "{r}");
                 assert!(r["p50_ms"].as_f64().unwrap() <= r["p99_ms"].as_f64().unwrap());
+                // The CPU both processes used per operation (in clock
+                // ticks: a short phase may read 0).
+                for who in ["cpu_client_us_per_op", "cpu_server_us_per_op"] {
+                    assert!(r[who].as_f64().is_some_and(|v| v >= 0.0), "{who}: {r}");
+                }
             }
         }
     }
 
-    let table = ok(h(&[
-        "bench",
-        "--sizes",
-        "4KiB",
-        "--concurrency",
-        "1",
-        "--duration",
-        "200ms",
-    ]));
-    let lines: Vec<_> = table.lines().collect();
-    assert_eq!(lines.len(), 3, "{table}");
+    // A table of one size: its lines.
+    let table_with = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec![
+            "bench",
+            "--sizes",
+            "4KiB",
+            "--concurrency",
+            "1",
+            "--duration",
+            "200ms",
+        ];
+        args.extend_from_slice(extra);
+        ok(h(&args)).lines().map(str::to_owned).collect()
+    };
+    let put_then_get = |table: &[String], at: usize| {
+        assert!(
+            table[at].starts_with("4 KiB") && table[at].contains("PUT"),
+            "{table:#?}"
+        );
+        assert!(
+            table[at + 1].starts_with("4 KiB") && table[at + 1].contains("GET"),
+            "{table:#?}"
+        );
+    };
+    let lines = table_with(&[]);
+    assert_eq!(lines.len(), 3, "{lines:#?}");
     assert!(
         lines[0].contains("rdma MiB/s") && lines[0].contains("http MiB/s"),
-        "{table}"
+        "{lines:#?}"
     );
+    put_then_get(&lines, 1);
+
+    // With the server's pid, a second part: CPU per operation.
+    let lines = table_with(&["--server-pid", &pid]);
+    assert_eq!(lines.len(), 7, "{lines:#?}");
+    put_then_get(&lines, 1);
+    assert!(lines[3].starts_with("CPU µs per operation"), "{lines:#?}");
     assert!(
-        lines[1].starts_with("4 KiB") && lines[1].contains("PUT"),
-        "{table}"
+        lines[4].contains("rdma client") && lines[4].contains("http client"),
+        "{lines:#?}"
     );
+    put_then_get(&lines, 5);
+
+    // A pid that names no process is refused before anything runs.
+    let out = h(&["bench", "--sizes", "4KiB", "--server-pid", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(
-        lines[2].starts_with("4 KiB") && lines[2].contains("GET"),
-        "{table}"
+        text(&out.stderr).contains("--server-pid 0: no such process"),
+        "{}",
+        text(&out.stderr)
     );
 }
 
