@@ -384,37 +384,16 @@ async fn from_file(
         // The buffer is ours alone (no work request names it) until it is
         // posted below; a blocking task fills it and hands it back, unless
         // the bytes are already in memory (a small object, read with its
-        // open), which are copied here.
-        let in_memory = range.bytes().and_then(|b| {
-            let from = usize::try_from(at).ok()?;
-            let to = from.checked_add(n)?;
-            (to <= b.len()).then(|| b.slice(from..to))
-        });
-        let joined = if let Some(bytes) = in_memory {
+        // open), which `read_into` copies without blocking, here.
+        let joined = if range.bytes().is_some() {
             let mut staging = staging;
-            let read = staging
-                .write_at(0, &bytes)
-                .map_err(std::io::Error::other)
-                .map(|()| {
-                    if let Some(d) = digest.as_mut() {
-                        d.write(&bytes);
-                    }
-                });
+            let read = fill(&mut staging, range, at, n, &mut digest);
             Ok((staging, read, digest))
         } else {
             let r = range.clone();
             tokio::task::spawn_blocking(move || {
                 let mut staging = staging;
-                let read = staging
-                    .slice_mut(n)
-                    .map_err(std::io::Error::other)
-                    .and_then(|buf| {
-                        r.read_into(at, buf)?;
-                        if let Some(d) = digest.as_mut() {
-                            d.write(buf);
-                        }
-                        Ok(())
-                    });
+                let read = fill(&mut staging, &r, at, n, &mut digest);
                 (staging, read, digest)
             })
             .await
@@ -437,6 +416,23 @@ async fn from_file(
         }
     }
     None
+}
+
+/// Fills the first `n` bytes of `staging` from byte `at` of `range`, and
+/// adds them to `digest` (blocking unless the range's bytes are in memory).
+fn fill(
+    staging: &mut Staging,
+    range: &FileRange,
+    at: u64,
+    n: usize,
+    digest: &mut Option<crc64fast_nvme::Digest>,
+) -> std::io::Result<()> {
+    let buf = staging.slice_mut(n).map_err(std::io::Error::other)?;
+    range.read_into(at, buf)?;
+    if let Some(d) = digest.as_mut() {
+        d.write(buf);
+    }
+    Ok(())
 }
 
 /// Posts one chunk at `offset`, then retires the oldest write once `depth`
